@@ -1,0 +1,47 @@
+# Two commands do everything:  `make lab` opens the course, `make test` runs every test.
+# Both build a local virtual environment (.venv) from nothing the first time.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# With an NVIDIA GPU, take the torch build that pairs with Triton 3.6 (the course's GPU image has it).
+TORCH_GPU ?= torch==2.11.0
+HAVE_GPU  := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+JOBS   ?= 2
+
+.PHONY: lab test test-unit test-notebooks bench venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+ifeq ($(HAVE_GPU),1)
+	$(BIN)/python -m pip install -q $(TORCH_GPU) $$(grep -v '^torch==' requirements.txt | grep -v '^#')
+else
+	$(BIN)/python -m pip install -q -r requirements.txt
+endif
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+lab: venv
+	$(BIN)/jupyter lab notebooks/
+
+test: venv
+	$(BIN)/python -m pytest -q -n $(JOBS) tests
+	$(MAKE) --no-print-directory test-notebooks
+
+test-unit: venv
+	$(BIN)/python -m pytest -q -n $(JOBS) tests
+
+# Every notebook under nbval: lax mode (only cells tagged nbval-check-output are compared),
+# one notebook per worker, outputs sanitized by tests/nbval_sanitize.cfg.
+test-notebooks: venv
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadscope -p no:cacheprovider \
+		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+		notebooks/
+
+bench: venv
+	$(BIN)/python -m course.bench all
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,20 @@
+"""Host-side helpers of the Triton GEMM course.
+
+``import course`` first decides where kernels run (see ``course.runtime``) and says so in one line.
+Everything else lives in a module of its own:
+
+* ``course.runtime``  -- GPU or interpreter, ``DEVICE``, ``pick(cpu=..., gpu=...)``
+* ``course.hardware`` -- this machine's name, SM count, peak FLOP/s and bandwidth
+* ``course.timing``   -- ``bench(fn)`` and ``progress(items)``
+* ``course.check``    -- relative error against a float64 reference, poisoned outputs, pass/fail
+* ``course.plots``    -- roofline and throughput plots
+* ``course.records``  -- GPU measurements saved in the repository, for learners without a GPU
+* ``course.stages``   -- the device-side GEMM building blocks (a standalone, copyable file)
+"""
+
+from course import runtime
+from course.runtime import DEVICE, INTERPRET, pick
+
+print(runtime.summary())
+
+__all__ = ["DEVICE", "INTERPRET", "pick", "runtime"]

@@ -1,0 +1,217 @@
+"""Unit tests of the host-side helpers in course/ (runtime, hardware, timing, check, plots, records)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+import course  # noqa: E402
+from course import check, hardware, plots, records, runtime, timing  # noqa: E402
+
+
+# --- runtime -----------------------------------------------------------------------------------
+
+def _import_course(env_overrides):
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_DEVICE", "TRITON_INTERPRET")}
+    env.update(env_overrides)
+    return subprocess.run([sys.executable, "-c", "import course, os; print(os.environ.get('TRITON_INTERPRET'))"],
+                          env=env, capture_output=True, text=True)
+
+
+def test_forcing_cpu_selects_the_interpreter_and_says_so():
+    proc = _import_course({"COURSE_DEVICE": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.strip().splitlines()
+    assert "interpreter" in first
+    assert second == "1"
+
+
+def test_unknown_course_device_is_a_clear_error():
+    proc = _import_course({"COURSE_DEVICE": "tpu"})
+    assert proc.returncode != 0
+    assert "COURSE_DEVICE='tpu'" in proc.stderr and "auto, gpu, cpu" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_forcing_gpu_without_one_is_a_clear_error():
+    proc = _import_course({"COURSE_DEVICE": "gpu"})
+    assert proc.returncode != 0
+    assert "PyTorch sees no GPU" in proc.stderr
+
+
+def test_pick_follows_the_runtime():
+    assert course.pick(cpu="small", gpu="large") == ("small" if runtime.INTERPRET else "large")
+    assert runtime.DEVICE == ("cpu" if runtime.INTERPRET else "cuda")
+
+
+# --- hardware ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("torch_name, key", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("AMD Instinct MI300X", "MI300X"),
+])
+def test_known_gpus_are_recognised(torch_name, key):
+    assert hardware.lookup(torch_name) is hardware.KNOWN_GPUS[key]
+
+
+def test_unknown_gpu_is_none():
+    assert hardware.lookup("Some Future GPU") is None
+
+
+def test_every_known_gpu_has_sane_ceilings():
+    for m in hardware.KNOWN_GPUS.values():
+        assert m.sms > 0 and m.bandwidth_gbs > 0
+        assert m.peak_tflops["bf16"] > m.peak_tflops["fp32"] > 0
+        assert 50 < m.ridge_point("bf16") < 1000
+
+
+def test_machine_always_describes_a_gpu():
+    m = hardware.machine()
+    assert m.peak_tflops and m.bandwidth_gbs > 0
+    if runtime.INTERPRET:
+        assert hardware.current() is None and "none here" in m.source
+    assert m.name in hardware.describe(m)
+
+
+# --- check -------------------------------------------------------------------------------------
+
+def test_check_passes_and_prints_one_hardware_independent_line(capsys):
+    x = torch.randn(64, 32)
+    check.check("identity", x.clone(), x.double())
+    assert capsys.readouterr().out == "✓ identity: relative error below 2e-03 (float32)\n"
+
+
+def test_check_integers_are_exact(capsys):
+    x = torch.randint(-100, 100, (10,), dtype=torch.int32)
+    check.check("ints", x.clone(), x.long())
+    assert "exact" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):
+        check.check("ints", x + 1, x.long())
+
+
+def test_check_reports_unwritten_outputs():
+    out = check.poisoned((8, 8))
+    out[:4] = 1.0
+    with pytest.raises(AssertionError, match=r"32 of 64 elements are NaN \(first at \(4, 0\)\)"):
+        check.check("half written", out, torch.ones(8, 8, dtype=torch.float64))
+    ints = check.poisoned((4,), torch.int32)
+    with pytest.raises(AssertionError, match="4 of 4 elements were never written"):
+        check.check("ints", ints, torch.zeros(4, dtype=torch.int64))
+
+
+def test_check_names_the_worst_element():
+    ref = torch.zeros(4, 4, dtype=torch.float64) + 1
+    out = torch.ones(4, 4)
+    out[2, 3] = 5.0
+    with pytest.raises(AssertionError, match=r"worst element at \(2, 3\): got 5.0, expected 1.0"):
+        check.check("one wrong", out, ref)
+
+
+def test_check_rejects_shape_mismatch_and_non_tensors():
+    with pytest.raises(AssertionError, match=r"output has shape \(2, 3\), expected \(3, 2\)"):
+        check.check("shape", torch.zeros(2, 3), torch.zeros(3, 2))
+    with pytest.raises(TypeError, match="out must be a torch.Tensor"):
+        check.check("list", [1, 2], torch.zeros(2))
+    with pytest.raises(ValueError, match="compare tensors of the same shape"):
+        check.rel_error(torch.zeros(2), torch.zeros(3))
+
+
+def test_tolerances_by_dtype():
+    assert check.tolerance(torch.int8) == 0.0
+    assert check.tolerance(torch.float16) < check.tolerance(torch.bfloat16)
+    assert check.tolerance(torch.float8_e4m3fn) == check.FP8_TOLERANCE
+    with pytest.raises(TypeError, match="pass a torch.dtype"):
+        check.tolerance("fp16")
+
+
+def test_rel_error_is_relative():
+    ref = torch.full((100,), 1000.0, dtype=torch.float64)
+    assert check.rel_error(ref * (1 + 1e-3), ref) == pytest.approx(1e-3, rel=1e-6)
+
+
+def test_poisoned_is_nan():
+    assert torch.isnan(check.poisoned((3, 3), torch.float16)).all()
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+def test_bench_returns_positive_milliseconds():
+    assert timing.bench(lambda: torch.ones(1000).sum()) > 0
+
+
+def test_bench_rejects_a_non_callable():
+    with pytest.raises(TypeError, match="wrap a call in a lambda"):
+        timing.bench(torch.ones(3))
+
+
+def test_units():
+    assert timing.gbps(2e9, 1000.0) == pytest.approx(2.0)
+    assert timing.tflops(3e12, 1000.0) == pytest.approx(3.0)
+
+
+def test_progress_yields_every_item():
+    assert list(timing.progress(range(5), desc="x")) == [0, 1, 2, 3, 4]
+
+
+# --- plots -------------------------------------------------------------------------------------
+
+def test_roofline_plots_points_and_ceilings():
+    m = hardware.KNOWN_GPUS["H100 SXM"]
+    p = plots.Point("add", flops=1e9, bytes=12e9, ms=5.0)
+    assert p.intensity == pytest.approx(1 / 12) and p.tflops == pytest.approx(0.2)
+    fig = plots.roofline(m, [p], dtype="fp32", caption="recorded")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and "TFLOP/s" in ax.get_ylabel()
+    assert any("add" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_roofline_rejects_bad_input():
+    m = hardware.KNOWN_GPUS["A100"]
+    with pytest.raises(ValueError, match="has peaks for"):
+        plots.roofline(m, dtype="fp8")
+    with pytest.raises(TypeError, match="course.plots.Point"):
+        plots.roofline(m, [(1, 2)])
+
+
+def test_throughput_lines_and_errors():
+    fig = plots.throughput({"a": ([1, 2], [3, 4]), "b": ([1, 2], [1, 1])}, ceiling=5, ceiling_label="copy")
+    assert len(fig.axes[0].get_lines()) == 3  # two series and the ceiling
+    with pytest.raises(ValueError, match="has 2 sizes but 1 values"):
+        plots.throughput({"a": ([1, 2], [3])})
+    with pytest.raises(ValueError, match="at least one"):
+        plots.throughput({})
+
+
+# --- records -----------------------------------------------------------------------------------
+
+def test_records_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "DATA_DIR", tmp_path)
+    path = records.save("demo", [{"n": 1, "gbps": 2.5}], meta={"note": "test"})
+    data = json.loads(path.read_text())
+    assert data["rows"] == [{"n": 1, "gbps": 2.5}] and data["meta"]["note"] == "test"
+    rec = records.load("demo")
+    assert rec.rows[0]["gbps"] == 2.5
+    assert "torch" in rec.label and rec.meta["triton"] in rec.label
+
+
+def test_records_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "DATA_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no recorded measurements named 'nothing'"):
+        records.load("nothing")
+    with pytest.raises(ValueError, match="plain file stem"):
+        records.save("../escape", [])
+    with pytest.raises(TypeError, match="list of dicts"):
+        records.save("bad", {"n": 1})
+
+
+def test_measured_or_recorded_measures_on_a_gpu_and_loads_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "DATA_DIR", tmp_path)
+    records.save("sweep", [{"n": 1}], meta={"gpu": "recorded GPU"})
+    rec = records.measured_or_recorded("sweep", measure=lambda: [{"n": 2}])
+    assert rec.rows == ([{"n": 1}] if runtime.INTERPRET else [{"n": 2}])
