@@ -1,0 +1,593 @@
+"""GEMM launchers built on ``course.stages``: persistent, Stream-K, quantized.
+
+One kernel does all of it; the host side checks the inputs, picks a configuration and a mode,
+and launches it::
+
+    c = matmul(a, b)                                # C = A @ B, any strides, fp16/bf16/fp32/fp8
+    c = matmul(a, b, bias=bias, mode="streamk")     # + bias per output column, Stream-K schedule
+    c = matmul_int8(a8, b8, a_scale, b_scale, bias) # int8 x int8 -> int32, scaled, bf16 out
+
+Modes:
+
+* ``"persistent"``: ``num_sms`` programs loop over the output tiles (``persistent_tile_range``).
+* ``"streamk"``: hybrid. The full waves of tiles go to the persistent loop, the tiles of the last,
+  partial wave are cut into K-iterations shared evenly by all programs (``iter_range``), and the
+  programs that share a tile add their partial sums (``streamk_fixup``).
+* ``"auto"``: Stream-K when the last wave would leave many SMs idle (wave quantization), else
+  persistent.
+
+On Hopper (sm_90) tiles can move through tensor descriptors (TMA, the bulk copy engine) when the
+layouts allow it (a unit stride, 16-byte aligned rows): ``DescriptorView`` has the same
+``load(tile)`` as the stages ``InputView``, so the same stages K loop (``GemmContext.reduce_tile``)
+runs on either, and ``DescriptorOutputView`` has the same ``store`` (epilogue, then a TMA store).
+Which one a problem gets is part of its :class:`Config` (``heuristic_config`` sets it from
+measurements); other layouts, other GPUs and the interpreter use pointer loads (any strides).
+Under the interpreter (no GPU) the same launchers run on CPU tensors with tiny blocks.
+"""
+
+
+import dataclasses
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from course import runtime
+from course.stages import (
+    GemmContext,
+    ScheduleContext,
+    make_bias_view,
+    make_descriptor_output_view,
+    make_descriptor_view,
+    make_output_view,
+    make_scale_view,
+    make_tensor_view,
+)
+
+__all__ = ["Config", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
+           "MODES", "supported_dtypes"]
+
+MODES = ("auto", "persistent", "streamk")
+
+
+# ----------------------------------------------------------------------------------------------
+# Device side
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _reduce_k_range(ctx, A, B, out_tile, k_begin, k_end, USE_TMA: tl.constexpr):
+    # Descriptor views: one stages K step per iteration (the compiler pipelines the TMA loads).
+    # Pointer views: the stages loop that advances pointers and masks only a ragged last step.
+    if USE_TMA:
+        acc = ctx.init_accumulator()
+        for k in range(k_begin, k_end):
+            acc = ctx.reduce_tile(A, B, out_tile, k, acc)
+    else:
+        acc = ctx.reduce_k_range(A, B, out_tile, k_begin, k_end)
+    return acc
+
+
+@triton.jit
+def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
+                   M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr, STREAMK_TILES: tl.constexpr,
+                   EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, QUANTIZED: tl.constexpr,
+                   ALLOW_TF32: tl.constexpr, USE_TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+                   TMA_STORE: tl.constexpr, C_T: tl.constexpr, C_HALVES: tl.constexpr, FLATTEN: tl.constexpr):
+    """C = epilogue(A @ B): persistent tiles first, then (STREAMK_TILES > 0) the Stream-K tiles."""
+    if USE_TMA:
+        tensorA = make_descriptor_view(A, M, K, stride_am, stride_ak, BLOCK_M, BLOCK_K, A_T)
+        tensorB = make_descriptor_view(B, K, N, stride_bk, stride_bn, BLOCK_K, BLOCK_N, B_T)
+    else:
+        tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+        tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
+    if TMA_STORE:
+        tensorC = make_descriptor_output_view(C, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_T, C_HALVES)
+    else:
+        tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
+    scale = make_scale_view(A_scale, B_scale, M, N) if QUANTIZED else None
+    bias_view = make_bias_view(bias, N, stride_bias) if HAS_BIAS else None
+
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, 1, GROUP_SIZE_M,
+                      allow_tf32=ALLOW_TF32, even_k=EVEN_K, quantized=QUANTIZED)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+
+    # Data-parallel part: whole tiles, round-robin over the programs.
+    num_k = tl.cdiv(K, BLOCK_K)
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in tl.range(start, total, stride, flatten=FLATTEN):
+        out_tile = sched.get_tile_from_idx(tile_id)
+        acc = _reduce_k_range(ctx, tensorA, tensorB, out_tile, 0, num_k, USE_TMA)
+        tensorC.store(acc, out_tile, scale=scale, bias=bias_view)
+
+    # Stream-K part. The pieces of this program's iteration range are walked from the LAST to
+    # the first: the last piece (the head of a tile that a higher program finishes) is published
+    # at once, and the first piece (the tail of a tile that lower programs started) is done last,
+    # when their partials are most likely ready. Walking forward chains every program to the one
+    # below it (measured: 0.1-0.5x of cuBLAS instead of ~1x).
+    if STREAMK_TILES > 0:
+        first_iter, end_iter = sched.iter_range()
+        iters = sched.iters_per_tile()
+        piece_end = end_iter
+        while piece_end > first_iter:
+            piece_start = tl.maximum(first_iter, ((piece_end - 1) // iters) * iters)
+            tile_id, k_begin, k_end = sched.streamk_span(piece_start, piece_end)
+            out_tile = sched.get_tile_from_idx(tile_id)
+            acc = _reduce_k_range(ctx, tensorA, tensorB, out_tile, k_begin, k_end, USE_TMA)
+            acc, owner = sched.streamk_fixup(acc, tile_id, k_begin, k_end, partials, flags)
+            if owner:
+                tensorC.store(acc, out_tile, scale=scale, bias=bias_view)
+            piece_end = piece_start
+
+
+# ----------------------------------------------------------------------------------------------
+# Host side: configurations
+# ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Launch configuration: tile sizes (powers of two), warps per program, pipeline depth.
+
+    Example: ``matmul(a, b, config=Config(128, 256, 64, num_warps=8, num_stages=3))``.
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+    group_size_m: int = 8
+    tma: bool | None = None  # read A and B through tensor descriptors; None: decide per GPU/dtype
+    tma_store: bool | None = None  # write C through a tensor descriptor; None: whenever C's layout allows
+    store_halves: int = 1  # TMA store in 1 or 2 pieces (2: half the staging shared memory)
+
+    def __post_init__(self):
+        for name in ("block_m", "block_n", "block_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise ValueError(f"Config.{name}={v!r}: pass a power of two such as 16, 64 or 128")
+        for name in ("num_warps", "num_stages", "group_size_m"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"Config.{name}={v!r}: pass a positive integer")
+
+
+_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int8: "int8"}
+_FP8 = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+for _d in _FP8:
+    _DTYPE_NAMES[_d] = "fp8"
+_OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info(index: int) -> tuple:
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, (props.major, props.minor)
+
+
+def _num_sms() -> int:
+    """Programs of a persistent launch: the SM count on a GPU, a handful under the interpreter."""
+    if runtime.INTERPRET:
+        return 4  # enough programs to exercise Stream-K sharing, few enough to stay fast on a CPU
+    return _device_info(torch.cuda.current_device())[0]
+
+
+def _capability() -> tuple:
+    return (0, 0) if runtime.INTERPRET else _device_info(torch.cuda.current_device())[1]
+
+
+def supported_dtypes() -> list:
+    """Input dtypes ``matmul`` accepts here (``matmul_int8`` takes int8)."""
+    if runtime.INTERPRET:
+        return [torch.float16, torch.float32]
+    dts = [torch.float16, torch.bfloat16, torch.float32]
+    if _capability() >= (8, 9):
+        dts += list(_FP8)
+    return dts
+
+
+_ELEMENT_SIZE = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4, torch.int8: 1,
+                 **{d: 1 for d in _FP8}}
+
+
+def _wave_efficiency(M, N, block_m, block_n, sms):
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    return tiles / (triton.cdiv(tiles, sms) * sms)
+
+
+@functools.lru_cache(maxsize=4096)
+def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
+    """A good configuration for an ``M x N x K`` product of ``dtype`` inputs on this machine.
+
+    Shape classes, from measurements on H100/H200 (``scratch/`` study and ``python -m course.bench
+    gemm``): decode (M <= 64) streams B with short, wide-K tiles; larger problems take 128 x 256
+    tiles (8 warps), or 128 x 128 (4 warps, 5 stages) when that fills the last wave of SMs better.
+    Under the interpreter every block is 16 (the smallest tile a GPU dot accepts).
+
+        >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
+        16
+    """
+    if runtime.INTERPRET:
+        return Config(16, 16, 16, num_warps=4, num_stages=2)
+    esize = _ELEMENT_SIZE[dtype]
+    bk = {1: 128, 2: 64, 4: 32}[esize]
+    sms = _num_sms()
+    if M <= 16:  # decode: a stream over B; pointer loads and stores measured best
+        return Config(16, 64, 4 * bk, num_warps=4, num_stages=4, tma=False, tma_store=False)
+    if M <= 64:
+        return Config(64, 64, 2 * bk, num_warps=4, num_stages=5 if esize == 2 else 3, tma=False, tma_store=False)
+    if esize == 4:
+        return Config(128, 128, bk, num_warps=8, num_stages=3)
+    if triton.cdiv(M, 128) * triton.cdiv(N, 128) < sms // 2:  # small: even 128 x 128 leaves SMs idle
+        return Config(64, 128, bk, num_warps=4, num_stages=5 if esize == 2 else 4, tma=True, tma_store=True)
+    if _wave_efficiency(M, N, 128, 128, sms) > _wave_efficiency(M, N, 128, 256, sms) + 0.02:
+        # 128 x 128 fills the last wave better: TMA loads and stores, a deep pipeline
+        return Config(128, 128, bk, num_warps=4, num_stages=5 if esize == 2 else 4, tma=True, tma_store=True)
+    wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma=esize == 1, tma_store=True,
+                  store_halves=2)
+    if _streamk_pays(M, N, wide, sms, dtype):
+        wide = dataclasses.replace(wide, tma=True)  # Stream-K measured faster with TMA loads
+    return wide
+
+
+def _streamk_pays(M, N, config, sms, dtype=None):
+    # Measured (H100/H200): Stream-K's fix-up costs about as much as a few K-iterations per program,
+    # so it pays only for big 128 x 256 tiles when the persistent part already has several full
+    # waves, and not for 1-byte types (int8 persistent stayed ahead).
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full
+        return tiles > sms and tiles % sms < sms // 2
+    big_tiles = config.block_m * config.block_n >= 128 * 256
+    one_byte = dtype is not None and _ELEMENT_SIZE.get(dtype, 2) == 1
+    return big_tiles and not one_byte and tiles >= 4 * sms and tiles % sms != 0
+
+
+def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> int:
+    """Tiles given to Stream-K in ``"streamk"`` mode: the last, partial wave (all tiles when there
+    are fewer tiles than SMs, none when the tiles fill whole waves)."""
+    sms = num_sms or _num_sms()
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    return tiles if tiles < sms else tiles % sms
+
+
+def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None) -> str:
+    """What ``mode="auto"`` runs: ``"streamk"`` for large problems with big (128 x 256) tiles whose
+    last wave is partly empty, else ``"persistent"``.
+
+    Measured: Stream-K's fix-up (partials through L2, flags) costs about as much as a few
+    K-iterations per program, so it pays off only when the persistent part has several waves;
+    small problems do better with a tile size that fills the last wave (``heuristic_config``).
+    """
+    sms = num_sms or _num_sms()
+    if runtime.INTERPRET:  # exercise both schedules on the CPU
+        tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+        return "streamk" if tiles % sms else "persistent"
+    return "streamk" if _streamk_pays(M, N, config, sms, dtype) else "persistent"
+
+
+# ----------------------------------------------------------------------------------------------
+# Host side: checks that name the argument and the fix
+# ----------------------------------------------------------------------------------------------
+def _check_matrix(name: str, t) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got {t.dim()}-D with shape {tuple(t.shape)}; "
+                         f"for batches, loop over the batch or reshape to 2-D")
+    if t.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(t.shape)}): every dimension must be at least 1")
+    for dim in range(2):
+        if t.shape[dim] > 1 and t.stride(dim) <= 0:
+            raise ValueError(f"{name} has stride {t.stride(dim)} in dimension {dim} (a broadcast or expanded "
+                             f"view): pass {name}.contiguous() instead")
+    if t.device.type != runtime.DEVICE:
+        raise ValueError(f"{name} is on {t.device.type} but the kernels run on {runtime.DEVICE} "
+                         f"(course.DEVICE): move it with {name}.to('{runtime.DEVICE}')")
+
+
+def _check_vector(name: str, t, length: int, length_name: str, dtypes, device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of length {length_name}={length}, got {type(t).__name__}")
+    if t.dim() != 1 or t.shape[0] != length:
+        raise ValueError(f"{name} must be 1-D of length {length_name}={length}, got shape {tuple(t.shape)}")
+    if t.dtype not in dtypes:
+        names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} has dtype {str(t.dtype).replace('torch.', '')}: pass one of {names} "
+                        f"(e.g. {name}.to(torch.{str(dtypes[0]).replace('torch.', '')}))")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device} but a is on {device}: put them on the same device")
+    if length > 1 and t.stride(0) <= 0:
+        raise ValueError(f"{name} has stride {t.stride(0)}: pass {name}.contiguous()")
+
+
+def _check_pair(a, b) -> None:
+    _check_matrix("a", a)
+    _check_matrix("b", b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)} (K={a.shape[1]}) but b is "
+                         f"{tuple(b.shape)} (K={b.shape[0]}); a must be (M, K) and b (K, N) "
+                         f"(did you mean b.T?)")
+    if a.dtype != b.dtype:
+        raise TypeError(f"a is {str(a.dtype).replace('torch.', '')} but b is {str(b.dtype).replace('torch.', '')}: "
+                        f"convert one so both match, e.g. b.to(a.dtype)")
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device} but b is on {b.device}: put both on the same device")
+
+
+def _check_dtype(dtype: torch.dtype) -> None:
+    name = str(dtype).replace("torch.", "")
+    if dtype == torch.int8:
+        raise TypeError("a and b are int8: use matmul_int8(a, b, a_scale, b_scale) (int32 accumulation "
+                        "and per-row/per-column scales)")
+    if runtime.INTERPRET and dtype == torch.bfloat16:
+        raise TypeError("bfloat16 does not work under Triton's CPU interpreter (it computes garbage there): "
+                        "use float16 or float32 on the CPU; bfloat16 runs on a GPU")
+    if dtype in _FP8:
+        if runtime.INTERPRET:
+            raise TypeError(f"{name} (fp8) needs a GPU: Triton's interpreter has no fp8 arithmetic; use "
+                            "float16 or float32 on the CPU")
+        if _capability() < (8, 9):
+            raise TypeError(f"{name} (fp8) needs an sm_89+ GPU (Ada, Hopper); this one is "
+                            f"sm_{''.join(map(str, _capability()))}: use float16 or bfloat16")
+        return
+    if dtype not in supported_dtypes():
+        names = ", ".join(str(d).replace("torch.", "") for d in supported_dtypes())
+        raise TypeError(f"a and b have dtype {name}, which matmul does not support here: pass one of {names}")
+
+
+def _check_out(out, M, N, dtype, device) -> None:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor of shape ({M}, {N}), got {type(out).__name__}")
+    if tuple(out.shape) != (M, N):
+        raise ValueError(f"out has shape {tuple(out.shape)} but the product is ({M}, {N})")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {str(out.dtype).replace('torch.', '')} but the result is "
+                        f"{str(dtype).replace('torch.', '')}: pass out_dtype={dtype} or a matching out")
+    if out.device != device:
+        raise ValueError(f"out is on {out.device} but a is on {device}")
+    for dim in range(2):
+        if out.shape[dim] > 1 and out.stride(dim) <= 0:
+            raise ValueError(f"out has stride {out.stride(dim)} in dimension {dim}: every element needs its "
+                             "own place; pass a fresh tensor")
+
+
+def _resolve_config(config, M, N, K, dtype) -> Config:
+    if config is None:
+        return heuristic_config(M, N, K, dtype)
+    if isinstance(config, dict):
+        return Config(**config)
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a course.gemm.Config (or a dict of its fields), got {type(config).__name__}")
+    if not runtime.INTERPRET and min(config.block_m, config.block_n, config.block_k) < 16:
+        raise ValueError(f"config {config}: compiled, every block size must be at least 16 (tl.dot's minimum)")
+    return config
+
+
+# ----------------------------------------------------------------------------------------------
+# Host side: launching
+# ----------------------------------------------------------------------------------------------
+_WORKSPACES: dict = {}
+_TUNED: dict = {}
+_SHRUNK: dict = {}  # configs that needed fewer stages than asked for
+
+
+def _workspace(device, num_sms, tile_elems, acc_dtype):
+    """Stream-K partial tiles (one slot per program) and flags (zero between launches)."""
+    key = (str(device), num_sms, tile_elems, acc_dtype)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(num_sms * tile_elems, device=device, dtype=acc_dtype),
+                            torch.zeros(num_sms, device=device, dtype=torch.int32))
+    return _WORKSPACES[key]
+
+
+def _tma_layout(t: torch.Tensor):
+    """``False`` (row-major), ``True`` (stored transposed) or None when TMA cannot read ``t``."""
+    es = t.element_size()
+    if t.data_ptr() % 16:
+        return None
+    if t.stride(1) == 1 and (t.stride(0) * es) % 16 == 0 and t.shape[1] * es >= 16:
+        return False
+    if t.stride(0) == 1 and (t.stride(1) * es) % 16 == 0 and t.shape[0] * es >= 16:
+        return True
+    return None
+
+
+def _allocator(size, alignment, stream):
+    # Global scratch for device-side tensor descriptors (Triton asks through set_allocator).
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+_allocator_set = False
+
+
+def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None):
+    """Launch the kernel (inputs already checked). ``tma``/``flatten`` force a choice (studies)."""
+    global _allocator_set
+    M, K = a.shape
+    N = b.shape[1]
+    quantized = a.dtype == torch.int8
+    num_sms = _num_sms()
+    if mode == "auto":
+        mode = choose_mode(M, N, K, config, num_sms, a.dtype)
+    sk = streamk_tiles_for(M, N, config, num_sms) if mode == "streamk" else 0
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    grid = (num_sms if sk else min(num_sms, tiles),)
+    esize = a.element_size()
+    if tma is None:
+        tma = config.tma
+    if tma is None:  # measured: TMA pays for 1-byte types and 128 x 128 tiles, pointers elsewhere
+        tma = esize == 1 or (config.block_m == 128 and config.block_n == 128)
+    a_t = b_t = None
+    if tma and not runtime.INTERPRET and _capability() >= (9, 0):
+        a_t, b_t = _tma_layout(a), _tma_layout(b)
+    use_tma = a_t is not None and b_t is not None
+    tma_store = config.tma_store
+    if tma_store is None:
+        tma_store = True
+    c_t = _tma_layout(c) if tma_store and not runtime.INTERPRET and _capability() >= (9, 0) else None
+    tma_store = c_t is not None
+    even_k = K % config.block_k == 0
+    if (use_tma or tma_store) and not _allocator_set:
+        triton.set_allocator(_allocator)
+        _allocator_set = True
+    if flatten is None:
+        flatten = config.block_m >= 128
+    acc_dtype = torch.int32 if quantized else torch.float32
+    partials, flags = _workspace(a.device, num_sms, config.block_m * config.block_n, acc_dtype) if sk else (c, c)
+    dummy = c  # unused pointer arguments (no scales / no bias)
+    key = (config, a.dtype, c.dtype, use_tma, tma_store, sk > 0)
+    config = _SHRUNK.get(key, config)
+    while True:
+        try:
+            _matmul_kernel[grid](
+                a, b, c, a_scale if quantized else dummy, b_scale if quantized else dummy,
+                bias if bias is not None else dummy, partials, flags,
+                M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                bias.stride(0) if bias is not None else 1,
+                BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                GROUP_SIZE_M=config.group_size_m, NUM_SMS=num_sms, STREAMK_TILES=sk,
+                EVEN_K=even_k, HAS_BIAS=bias is not None, QUANTIZED=quantized,
+                ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t), B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t),
+                C_HALVES=config.store_halves if not c_t else 1, FLATTEN=flatten,
+                num_warps=config.num_warps, num_stages=config.num_stages,
+            )
+            break
+        except triton.runtime.errors.OutOfResources as e:
+            # Too many pipeline stages for this GPU's shared memory: one fewer, remembered.
+            if config.num_stages <= 1:
+                raise ValueError(f"config {config} does not fit this GPU even with one stage ({e}): "
+                                 "pass smaller blocks") from e
+            config = dataclasses.replace(config, num_stages=config.num_stages - 1)
+            _SHRUNK[key] = config
+    return c
+
+
+def _candidates(M, N, K, dtype):
+    base = heuristic_config(M, N, K, dtype)
+    esize = _ELEMENT_SIZE[dtype]
+    bk = {1: 128, 2: 64, 4: 32}[esize]
+    if M <= 64:
+        bm = 16 if M <= 16 else 64
+        cands = [base, Config(bm, 64, 4 * bk, 4, 4), Config(bm, 128, 2 * bk, 4, 4), Config(bm, 64, 2 * bk, 4, 5),
+                 Config(bm, 64, 4 * bk, 4, 4, tma=True)]
+    else:
+        cands = [base, Config(128, 256, bk, 8, 4, tma=False, tma_store=True, store_halves=2),
+                 Config(128, 256, bk, 8, 4, tma=True, tma_store=True, store_halves=2),
+                 Config(128, 256, bk, 8, 3, tma=False, tma_store=False),
+                 Config(128, 128, bk, 4, 5, tma=True, tma_store=True), Config(128, 128, bk, 4, 4)]
+    return list(dict.fromkeys(cands))
+
+
+def _autotuned(a, b, c, mode, **kw):
+    """Time each candidate config (and, for mode="auto", both schedules); remember the best."""
+    M, K = a.shape
+    N = b.shape[1]
+    key = (M, N, K, a.dtype, c.dtype, a.stride(), b.stride(), mode, kw.get("bias") is not None)
+    if key not in _TUNED:
+        import triton.testing
+
+        best = None
+        for cfg in _candidates(M, N, K, a.dtype):
+            for m in (("persistent", "streamk") if mode == "auto" else (mode,)):
+                try:
+                    ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg, m, **kw), warmup=5, rep=20,
+                                                 return_mode="median")
+                except triton.runtime.errors.OutOfResources:
+                    continue
+                if best is None or ms < best[0]:
+                    best = (ms, cfg, m)
+        _TUNED[key] = best[1:]
+    return _TUNED[key]
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, out_dtype=None,
+           mode: str = "auto", config: Config | dict | None = None, autotune: bool = False,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b (+ bias)`` with a persistent or Stream-K GEMM built on ``course.stages``.
+
+    ``a``: (M, K), ``b``: (K, N), same dtype: float16, bfloat16 (GPU), float32 (TF32 on a GPU's
+    tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
+    without copies. ``bias``: length N, added to every row. ``out_dtype``: float16, bfloat16 or
+    float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent" or
+    "streamk". ``config``: a :class:`Config` (default: :func:`heuristic_config`).
+    ``autotune=True`` times a few configs on the GPU once per shape and keeps the fastest.
+    ``out``: write into this (M, N) tensor instead of a new one.
+
+        >>> a = torch.randn(64, 32, dtype=torch.float16, device=runtime.DEVICE)
+        >>> b = torch.randn(32, 48, dtype=torch.float16, device=runtime.DEVICE)
+        >>> matmul(a, b).shape
+        torch.Size([64, 48])
+    """
+    _check_pair(a, b)
+    _check_dtype(a.dtype)
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
+    M, K = a.shape
+    N = b.shape[1]
+    if out_dtype is None:
+        out_dtype = torch.bfloat16 if a.dtype in _FP8 else a.dtype
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype={out_dtype}: pass torch.float16, torch.bfloat16 or torch.float32")
+    if runtime.INTERPRET and out_dtype == torch.bfloat16:
+        raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
+                        "use torch.float16 or torch.float32 on the CPU")
+    if bias is not None:
+        _check_vector("bias", bias, N, "N", (torch.float32, torch.float16, torch.bfloat16), a.device)
+        if runtime.INTERPRET and bias.dtype == torch.bfloat16:
+            raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
+    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
+    if out is not None:
+        _check_out(out, M, N, out_dtype, a.device)
+    if autotune and config is None and not runtime.INTERPRET:
+        config, mode = _autotuned(a, b, c, mode, bias=bias)
+    config = _resolve_config(config, M, N, K, a.dtype)
+    return _launch(a, b, c, config, mode, bias=bias)
+
+
+def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                bias: torch.Tensor | None = None, out_dtype=torch.bfloat16, *, mode: str = "auto",
+                config: Config | dict | None = None, autotune: bool = False,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """Quantized GEMM: ``(a @ b) * a_scale[:, None] * b_scale[None, :] (+ bias)`` in ``out_dtype``.
+
+    ``a``: (M, K) int8, ``b``: (K, N) int8 (fastest stored K-major, i.e. ``b = w.T`` for a
+    row-major ``w`` of shape (N, K)); products accumulate exactly in int32. ``a_scale``: float32,
+    length M (one per row of a); ``b_scale``: float32, length N (one per column of b);
+    ``bias``: length N. ``out_dtype``: bfloat16 (default), float16 or float32.
+
+        >>> a = torch.randint(-8, 8, (32, 64), dtype=torch.int8, device=runtime.DEVICE)
+        >>> b = torch.randint(-8, 8, (64, 16), dtype=torch.int8, device=runtime.DEVICE)
+        >>> ones = lambda n: torch.ones(n, device=runtime.DEVICE)
+        >>> matmul_int8(a, b, ones(32), ones(16), out_dtype=torch.float32).shape
+        torch.Size([32, 16])
+    """
+    _check_pair(a, b)
+    if a.dtype != torch.int8:
+        raise TypeError(f"matmul_int8 takes int8 a and b, got {str(a.dtype).replace('torch.', '')}: "
+                        "quantize first, or call matmul for floating-point inputs")
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
+    M, K = a.shape
+    N = b.shape[1]
+    if a_scale is None or b_scale is None:
+        raise TypeError("matmul_int8 needs a_scale (float32, length M) and b_scale (float32, length N); "
+                        "for unscaled int8 products pass torch.ones(M) and torch.ones(N)")
+    _check_vector("a_scale", a_scale, M, "M", (torch.float32,), a.device)
+    _check_vector("b_scale", b_scale, N, "N", (torch.float32,), a.device)
+    if bias is not None:
+        _check_vector("bias", bias, N, "N", (torch.float32, torch.float16, torch.bfloat16), a.device)
+        if runtime.INTERPRET and bias.dtype == torch.bfloat16:
+            raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype={out_dtype}: pass torch.bfloat16, torch.float16 or torch.float32")
+    if runtime.INTERPRET and out_dtype == torch.bfloat16:
+        raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
+                        "pass out_dtype=torch.float16 or torch.float32 on the CPU")
+    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
+    if out is not None:
+        _check_out(out, M, N, out_dtype, a.device)
+    kw = dict(a_scale=a_scale, b_scale=b_scale, bias=bias)
+    if autotune and config is None and not runtime.INTERPRET:
+        config, mode = _autotuned(a, b, c, mode, **kw)
+    config = _resolve_config(config, M, N, K, a.dtype)
+    return _launch(a, b, c, config, mode, **kw)

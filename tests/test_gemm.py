@@ -1,0 +1,346 @@
+"""Tests of the GEMM launchers (course.gemm): results against float64, every mode, layout and dtype,
+Stream-K sharing, and every error message.
+
+Under the interpreter (CI, no GPU) the problems are tiny and blocks are 16; on a GPU the same tests
+run compiled on larger problems (``course.pick``). bf16 and fp8 need a GPU (``@pytest.mark.gpu``).
+"""
+
+import random
+
+import pytest
+import torch
+
+import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
+from course import gemm
+from course.check import check, poisoned, tolerance
+from course.gemm import Config, matmul, matmul_int8
+from course.runtime import DEVICE, INTERPRET, pick
+
+gpu = pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+MODES = ["persistent", "streamk", "auto"]
+FLOAT_DTYPES = [torch.float16, torch.float32]
+
+_rng = random.Random(20261121)
+_RANDOM_SHAPES = [tuple(_rng.randint(1, pick(cpu=40, gpu=700)) for _ in range(3)) for _ in range(3)]
+SHAPES = pick(
+    cpu=[(1, 1, 1), (33, 47, 19), (16, 64, 48)] + _RANDOM_SHAPES,
+    gpu=[(1, 1, 1), (127, 255, 63), (1000, 1000, 1000), (1024, 512, 2048), (16, 4096, 300), (64, 1536, 520)]
+    + _RANDOM_SHAPES,
+)
+
+
+def _reference(a, b, bias=None):
+    ref = a.double().cpu() @ b.double().cpu()
+    return ref if bias is None else ref + bias.double().cpu()
+
+
+def _randn(*shape, dtype=torch.float16):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+# --- results ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=["fp16", "fp32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_matches_float64(shape, dtype, mode):
+    M, N, K = shape
+    a, b = _randn(M, K, dtype=dtype), _randn(K, N, dtype=dtype)
+    out = poisoned((M, N), dtype, DEVICE)
+    matmul(a, b, mode=mode, out=out)
+    check(f"matmul {M}x{N}x{K} {mode}", out, _reference(a, b))
+
+
+@pytest.mark.parametrize("a_layout", ["row", "transposed", "strided"])
+@pytest.mark.parametrize("b_layout", ["row", "transposed", "strided"])
+def test_any_strides_without_copies(a_layout, b_layout):
+    M, N, K = pick(cpu=(35, 29, 41), gpu=(777, 555, 333))
+
+    def make(rows, cols, layout):
+        if layout == "row":
+            return _randn(rows, cols)
+        if layout == "transposed":
+            return _randn(cols, rows).T
+        return _randn(rows, 3 * cols)[:, ::3]  # every third column: strides (3*cols, 3)
+
+    a, b = make(M, K, a_layout), make(K, N, b_layout)
+    out = poisoned((N, M), torch.float16, DEVICE).T  # a transposed output view
+    result = matmul(a, b, out=out)
+    assert result.data_ptr() == out.data_ptr()
+    check(f"A {a_layout}, B {b_layout}, C transposed", out, _reference(a, b))
+
+
+def test_strided_output_rows():
+    M, N, K = pick(cpu=(20, 24, 18), gpu=(300, 256, 200))
+    a, b = _randn(M, K), _randn(K, N)
+    big = poisoned((2 * M, N + 8), torch.float16, DEVICE)
+    out = big[::2, 4:4 + N]  # every other row of a wider matrix
+    matmul(a, b, out=out)
+    check("C with a row stride", out, _reference(a, b))
+    assert torch.isnan(big[1::2]).all(), "rows between the output rows were overwritten"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bias_dtype", [torch.float32, torch.float16], ids=["bias32", "bias16"])
+def test_bias_per_output_column(mode, bias_dtype):
+    M, N, K = pick(cpu=(21, 37, 30), gpu=(700, 900, 500))
+    a, b = _randn(M, K), _randn(K, N)
+    bias = _randn(N, dtype=bias_dtype)
+    out = poisoned((M, N), torch.float16, DEVICE)
+    matmul(a, b, bias=bias, mode=mode, out=out)
+    check(f"bias {mode}", out, _reference(a, b, bias))
+
+
+def test_strided_bias():
+    M, N, K = pick(cpu=(9, 20, 17), gpu=(100, 300, 64))
+    a, b = _randn(M, K), _randn(K, N)
+    bias = _randn(2 * N, dtype=torch.float32)[::2]
+    check("bias with stride 2", matmul(a, b, bias=bias), _reference(a, b, bias))
+
+
+def test_out_dtype_float32_from_float16():
+    M, N, K = pick(cpu=(17, 18, 19), gpu=(300, 301, 302))
+    a, b = _randn(M, K), _randn(K, N)
+    out = matmul(a, b, out_dtype=torch.float32)
+    assert out.dtype == torch.float32
+    check("fp16 in, fp32 out", out, _reference(a, b))
+
+
+@pytest.mark.parametrize("K", pick(cpu=[1, 5, 15, 17], gpu=[1, 5, 17, 63, 100]))
+def test_k_smaller_than_or_not_a_multiple_of_block_k(K):
+    M, N = pick(cpu=(19, 23), gpu=(260, 300))
+    assert K < 16 or K % 16, "the test wants a K that is not a multiple of the smallest block"
+    a, b = _randn(M, K), _randn(K, N)
+    for mode in ("persistent", "streamk"):
+        out = poisoned((M, N), torch.float16, DEVICE)
+        matmul(a, b, mode=mode, out=out)
+        check(f"K={K} {mode}", out, _reference(a, b))
+
+
+@pytest.mark.parametrize("share", ["none", "some", "all"])
+def test_streamk_tile_counts(share):
+    """Stream-K with 0 tiles (full waves), a partial last wave, and every tile (fewer tiles than SMs)."""
+    sms = gemm._num_sms()
+    cfg = pick(cpu=Config(16, 16, 16, num_stages=2), gpu=Config(32, 32, 32, num_warps=4, num_stages=3))
+    tiles = {"none": 2 * sms, "some": sms + max(1, sms // 3), "all": max(1, sms - 1)}[share]
+    M, N = cfg.block_m * tiles - 3, cfg.block_n  # one column of tiles, the last row of tiles ragged
+    K = pick(cpu=40, gpu=300)
+    sk = gemm.streamk_tiles_for(M, N, cfg)
+    assert (sk == 0) == (share == "none") and (sk == tiles) == (share == "all"), (sk, tiles)
+    a, b = _randn(M, K), _randn(K, N)
+    out = poisoned((M, N), torch.float16, DEVICE)
+    matmul(a, b, mode="streamk", config=cfg, out=out)
+    check(f"Stream-K with {sk} of {tiles} tiles", out, _reference(a, b))
+
+
+def test_streamk_is_deterministic():
+    M, N, K = pick(cpu=(40, 20, 64), gpu=(1000, 700, 2000))
+    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
+    first = matmul(a, b, mode="streamk")
+    again = matmul(a, b, mode="streamk")
+    assert torch.equal(first, again), "Stream-K sums partial tiles in a fixed order: results must repeat"
+
+
+def test_config_as_dict_and_modes_agree():
+    M, N, K = pick(cpu=(30, 30, 30), gpu=(500, 500, 500))
+    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
+    cfg = dict(block_m=16, block_n=32, block_k=16, num_warps=4, num_stages=2)
+    ref = _reference(a, b)
+    for mode in MODES:
+        check(f"config dict, {mode}", matmul(a, b, mode=mode, config=cfg), ref)
+
+
+# --- int8 ---------------------------------------------------------------------------------------
+
+def _int8_case(M, N, K, k_major_b=True):
+    a = torch.randint(-127, 128, (M, K), dtype=torch.int8, device=DEVICE)
+    b = (torch.randint(-127, 128, (N, K), dtype=torch.int8, device=DEVICE).T if k_major_b
+         else torch.randint(-127, 128, (K, N), dtype=torch.int8, device=DEVICE))
+    a_scale = torch.rand(M, device=DEVICE) / 64 + 1e-3
+    b_scale = torch.rand(N, device=DEVICE) / 64 + 1e-3
+    bias = torch.randn(N, device=DEVICE)
+    ref = (a.cpu().long() @ b.cpu().long()).double() * a_scale.cpu().double()[:, None] \
+        * b_scale.cpu().double()[None, :] + bias.cpu().double()
+    return a, b, a_scale, b_scale, bias, ref
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("k_major_b", [True, False], ids=["Bkmajor", "Browmajor"])
+def test_int8_with_scales_and_bias(mode, k_major_b):
+    M, N, K = pick(cpu=(23, 29, 37), gpu=(513, 1000, 1500))
+    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K, k_major_b)
+    out = poisoned((M, N), torch.float32, DEVICE)
+    matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode=mode, out=out)
+    check(f"int8 {mode}", out, ref)
+
+
+def test_int8_accumulates_exactly_in_int32():
+    # 127 * 127 * K overflows fp16 and loses bits in fp32-by-step sums; int32 holds it exactly.
+    M, N, K = pick(cpu=(16, 16, 48), gpu=(256, 256, 4096))
+    a = torch.full((M, K), 127, dtype=torch.int8, device=DEVICE)
+    b = torch.full((K, N), -127, dtype=torch.int8, device=DEVICE)
+    ones_m, ones_n = torch.ones(M, device=DEVICE), torch.ones(N, device=DEVICE)
+    out = matmul_int8(a, b, ones_m, ones_n, out_dtype=torch.float32)
+    assert (out.cpu() == -127 * 127 * K).all()
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32, torch.bfloat16], ids=["fp16", "fp32", "bf16"])
+def test_int8_output_dtypes(out_dtype):
+    if INTERPRET and out_dtype == torch.bfloat16:
+        pytest.skip("bf16 needs a GPU")
+    M, N, K = pick(cpu=(18, 20, 22), gpu=(300, 400, 500))
+    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+    out = matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=out_dtype)
+    assert out.dtype == out_dtype
+    check(f"int8 -> {out_dtype}", out, ref)
+
+
+# --- GPU-only dtypes and options ----------------------------------------------------------------
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (333, 555, 777), (2048, 2048, 2048), (64, 4096, 1024)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_bfloat16(shape, mode):
+    M, N, K = shape
+    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(K, N, dtype=torch.bfloat16)
+    bias = _randn(N, dtype=torch.bfloat16)
+    out = poisoned((M, N), torch.bfloat16, DEVICE)
+    matmul(a, b, bias=bias, mode=mode, out=out)
+    check(f"bf16 {M}x{N}x{K} {mode}", out, _reference(a, b, bias))
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+# (100, 200, 72): rows not 16-byte aligned, so pointer loads with a ragged last K step.
+@pytest.mark.parametrize("shape", [(256, 512, 1024), (100, 200, 64), (100, 200, 72), (4096, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_fp8(dtype, shape):
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 needs sm_89+")
+    dt = getattr(torch, dtype)
+    M, N, K = shape
+    a = torch.randn(M, K, device=DEVICE).to(dt)
+    b = torch.randn(N, K, device=DEVICE).to(dt).T  # K-major B (what fp8 tensor cores read)
+    out = poisoned((M, N), torch.bfloat16, DEVICE)
+    for mode in ("persistent", "streamk"):
+        matmul(a, b, mode=mode, out=out)
+        check(f"{dtype} {mode}", out, _reference(a, b))
+
+
+@gpu
+@pytest.mark.gpu
+def test_tma_and_pointer_paths_agree():
+    M, N, K = 1000, 1024, 512
+    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
+    ref = _reference(a, b)
+    for tma in (True, False):
+        cfg = Config(128, 128, 32, num_warps=8, num_stages=3, tma=tma)
+        check(f"fp32 (TF32) tma={tma}", matmul(a, b, config=cfg), ref, tol=tolerance(torch.float32))
+
+
+@gpu
+@pytest.mark.gpu
+def test_autotune_picks_a_config_that_is_right():
+    M, N, K = 512, 768, 1024
+    a, b = _randn(M, K), _randn(K, N)
+    check("autotuned", matmul(a, b, autotune=True), _reference(a, b))
+    check("autotuned (cached)", matmul(a, b, autotune=True), _reference(a, b))
+
+
+def test_heuristic_and_mode_choice_are_valid():
+    for M, N, K in [(16, 4096, 4096), (3072, 3072, 3072), (8192, 8192, 8192), (1, 1, 1)]:
+        for dt in gemm.supported_dtypes():
+            cfg = gemm.heuristic_config(M, N, K, dt)
+            assert isinstance(cfg, Config)
+            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk")
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+def _f16(*shape):
+    return torch.zeros(*shape, dtype=torch.float16, device=DEVICE)
+
+
+def _i8(*shape):
+    return torch.zeros(*shape, dtype=torch.int8, device=DEVICE)
+
+
+def _ones(n):
+    return torch.ones(n, device=DEVICE)
+
+
+_OTHER_DEVICE = "meta"
+ERRORS = [
+    ("inner", lambda: matmul(_f16(4, 5), _f16(6, 7)), ValueError, r"inner dimensions differ.*K=5.*K=6"),
+    ("dtype mismatch", lambda: matmul(_f16(4, 5), _f16(5, 6).float()), TypeError, r"a is float16 but b is float32"),
+    ("device", lambda: matmul(_f16(4, 5), torch.zeros(5, 6, dtype=torch.float16, device=_OTHER_DEVICE)),
+     ValueError, r"b is on meta"),
+    ("not 2-D", lambda: matmul(_f16(2, 4, 5), _f16(5, 6)), ValueError, r"a must be a 2-D matrix.*3-D"),
+    ("1-D", lambda: matmul(_f16(4, 5), _f16(5)), ValueError, r"b must be a 2-D matrix"),
+    ("empty", lambda: matmul(_f16(0, 5), _f16(5, 6)), ValueError, r"a is empty.*at least 1"),
+    ("empty K", lambda: matmul(_f16(4, 0), _f16(0, 6)), ValueError, r"a is empty"),
+    ("zero stride", lambda: matmul(_f16(1, 5).expand(4, 5), _f16(5, 6)), ValueError,
+     r"a has stride 0 in dimension 0.*contiguous"),
+    ("not a tensor", lambda: matmul([[1.0]], _f16(1, 1)), TypeError, r"a must be a torch.Tensor"),
+    ("int8 to matmul", lambda: matmul(_i8(4, 5), _i8(5, 6)), TypeError, r"use matmul_int8"),
+    ("unsupported dtype", lambda: matmul(_f16(4, 5).double(), _f16(5, 6).double()), TypeError,
+     r"float64, which matmul does not support.*pass one of"),
+    ("bad mode", lambda: matmul(_f16(4, 5), _f16(5, 6), mode="fast"), ValueError, r"mode='fast'.*'streamk'"),
+    ("bias length", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(4)), ValueError,
+     r"bias must be 1-D of length N=6"),
+    ("bias dtype", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=torch.ones(6, dtype=torch.int32, device=DEVICE)),
+     TypeError, r"bias has dtype int32"),
+    ("out shape", lambda: matmul(_f16(4, 5), _f16(5, 6), out=_f16(6, 4)), ValueError, r"out has shape \(6, 4\)"),
+    ("out dtype", lambda: matmul(_f16(4, 5), _f16(5, 6), out=_f16(4, 6).float()), TypeError,
+     r"out has dtype float32 but the result is"),
+    ("out_dtype", lambda: matmul(_f16(4, 5), _f16(5, 6), out_dtype=torch.int32), TypeError, r"out_dtype=torch.int32"),
+    ("config type", lambda: matmul(_f16(4, 5), _f16(5, 6), config=(16, 16, 16)), TypeError, r"config must be"),
+    ("config block", lambda: Config(24, 16, 16), ValueError, r"block_m=24.*power of two"),
+    ("int8 without scales", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), None, None), TypeError,
+     r"needs a_scale.*b_scale"),
+    ("a_scale length", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(5), _ones(6)), ValueError,
+     r"a_scale must be 1-D of length M=4"),
+    ("b_scale length", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(4), _ones(5)), ValueError,
+     r"b_scale must be 1-D of length N=6"),
+    ("scale dtype", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(4).half(), _ones(6)), TypeError,
+     r"a_scale has dtype float16.*float32"),
+    ("int8 bias length", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(4), _ones(6), _ones(7)), ValueError,
+     r"bias must be 1-D of length N=6"),
+    ("float to matmul_int8", lambda: matmul_int8(_f16(4, 5), _f16(5, 6), _ones(4), _ones(6)), TypeError,
+     r"matmul_int8 takes int8"),
+]
+if INTERPRET:
+    ERRORS += [
+        ("bf16 on CPU", lambda: matmul(_f16(4, 5).bfloat16(), _f16(5, 6).bfloat16()), TypeError,
+         r"bfloat16 does not work under Triton's CPU interpreter"),
+        ("fp8 on CPU", lambda: matmul(_f16(4, 5).to(torch.float8_e4m3fn), _f16(5, 6).to(torch.float8_e4m3fn)),
+         TypeError, r"fp8\) needs a GPU"),
+        ("bf16 out on CPU", lambda: matmul(_f16(4, 5), _f16(5, 6), out_dtype=torch.bfloat16), TypeError,
+         r"bfloat16 does not work under Triton's CPU interpreter"),
+    ]
+else:
+    ERRORS += [
+        ("cpu tensor on GPU", lambda: matmul(torch.zeros(4, 5, dtype=torch.float16), _f16(5, 6)), ValueError,
+         r"a is on cpu but the kernels run on cuda"),
+        ("tiny block compiled", lambda: matmul(_f16(4, 5), _f16(5, 6), config=Config(8, 16, 16)), ValueError,
+         r"at least 16"),
+    ]
+
+
+@pytest.mark.parametrize("call,error,message", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@gpu
+@pytest.mark.gpu
+def test_fp8_before_sm89_is_explained(monkeypatch):
+    monkeypatch.setattr(gemm, "_capability", lambda: (8, 0))
+    a = torch.zeros(4, 5, device=DEVICE).to(torch.float8_e4m3fn)
+    b = torch.zeros(5, 6, device=DEVICE).to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match=r"needs an sm_89\+ GPU"):
+        matmul(a, b)
