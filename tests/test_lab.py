@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the GPU image has no Jupyter)")
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "course-test-token"
 
