@@ -3,6 +3,7 @@
     python -m course.bench gemm [--quick] [--dtypes bf16,fp16,int8] [--out DIR] [--no-save]
     python -m course.bench copy [--out DIR] [--no-save]
     python -m course.bench all        # copy, then gemm
+    python -m course.bench plot [--out DIR]   # redraw the plots from the recorded GEMM results (no GPU)
 
 ``gemm`` times ``course.gemm.matmul`` in each mode (persistent, streamk, auto) against
 ``torch.matmul`` (and ``matmul_int8`` with scales + bias -> bf16 against ``torch._int_mm``, both
@@ -202,7 +203,7 @@ def run_gemm(args):
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / f"gemm_{machine.slug}.json").write_text(
             json.dumps({"meta": {**_env(), **meta}, "rows": rows}, indent=1) + "\n")
-        _plots(rows, machine, args.out)
+        _plots(rows, machine, args.out, records.label(_env()))
     print_table(rows)
     return rows
 
@@ -221,16 +222,15 @@ def _save_plain(filename, rows, meta):
     print(f"saved {path}")
 
 
-def _plots(rows, machine, out_dir):
+def _plots(rows, machine, out_dir, caption):
     try:
         import matplotlib
 
         matplotlib.use("Agg")
-        from course import plots, records
+        from course import plots
     except Exception as e:
         print(f"no plots: {e}")
         return
-    caption = records.label(_env())
     for dname in sorted({r["dtype"] for r in rows}):
         sq = [r for r in rows if r["dtype"] == dname and r["name"].startswith("square")]
         if sq:
@@ -250,6 +250,19 @@ def _plots(rows, machine, out_dir):
             if pts and key in machine.peak_tflops:
                 fig = plots.roofline(machine, pts, dtype=key, title=f"Roofline, ours (auto), {dname}", caption=caption)
                 fig.savefig(Path(out_dir) / f"gemm_roofline_{dname}.png", dpi=110)
+
+
+def plot_recorded(out_dir):
+    """Draw the GEMM plots from this GPU's recorded results (the reference GPU's without a GPU)."""
+    import course  # noqa: F401
+    from course import hardware, records
+
+    machine = hardware.machine()
+    record = records.load(f"gemm_{machine.slug}")
+    machine = hardware.lookup(record.meta.get("gpu", "")) or machine
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    _plots(record.rows, machine, out_dir, record.label)
+    print(f"plots of {record.label} written to {out_dir}/")
 
 
 def print_table(rows):
@@ -341,13 +354,15 @@ def run_copy(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m course.bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["gemm", "copy", "all"])
+    ap.add_argument("what", choices=["gemm", "copy", "all", "plot"])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--dtypes", default="bf16,fp16,int8", help="comma-separated: bf16, fp16, int8")
     ap.add_argument("--out", default=None, help="folder for a JSON copy and the PNG plots")
     ap.add_argument("--no-save", action="store_true", help="do not write course/data/")
     ap.add_argument("--no-precompile", action="store_true", help="compile in the timed process instead")
     args = ap.parse_args(argv)
+    if args.what == "plot":
+        return plot_recorded(args.out or "vis")
     if not torch.cuda.is_available():
         raise SystemExit("course.bench measures GPU speed: it needs a GPU (none is visible to PyTorch). "
                          "Recorded results are in course/data/.")

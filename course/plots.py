@@ -114,4 +114,7 @@ def _axes(ax, size):
 
 def _caption(fig, caption):
     if caption:
+        engine = fig.get_layout_engine()
+        if engine is not None and hasattr(engine, "set"):  # keep a strip below the axes for it
+            engine.set(rect=(0, 0.04, 1, 0.96))
         fig.text(0.99, 0.005, caption, ha="right", va="bottom", fontsize=7, color="gray")
