@@ -10,6 +10,10 @@ Everything else lives in a module of its own:
 * ``course.plots``    -- roofline and throughput plots
 * ``course.records``  -- GPU measurements saved in the repository, for learners without a GPU
 * ``course.stages``   -- the device-side GEMM building blocks (a standalone, copyable file)
+* ``course.gemm``     -- ``matmul`` / ``matmul_int8`` launchers built on stages (persistent, Stream-K)
+* ``course.bench``    -- ``python -m course.bench gemm|copy|plot``: the benchmark against cuBLAS
+* ``course.elementwise``, ``course.exercises`` -- helpers and exercise checks of notebooks 01-02
+* ``course.execute``  -- ``python -m course.execute notebooks/*.ipynb``: refresh committed outputs
 """
 
 from course import runtime
