@@ -622,6 +622,23 @@ class ScheduleContext:
 # ----------------------------------------------------------------------------------------------
 # Views: matrices and vectors in memory
 # ----------------------------------------------------------------------------------------------
+@triton.jit
+def _tile_ptrs(ptr, rows, cols, stride_row, stride_col, tile):
+    # Pointers to a tile of a strided matrix (indices wrapped into it) and its in-bounds mask.
+    rm, rn, mask = tile.layout(rows, cols)
+    return ptr + rm[:, None] * stride_row + rn[None, :] * stride_col, mask
+
+
+@triton.jit
+def _load_tile(ptrs, mask, boundary: tl.constexpr, cache_modifier: tl.constexpr):
+    # boundary: zero-fill what lies outside the matrix; otherwise an unmasked (wrapped) load.
+    if boundary:
+        data = tl.load(ptrs, mask=mask, other=0.0, cache_modifier=cache_modifier)
+    else:
+        data = tl.load(ptrs, cache_modifier=cache_modifier)
+    return data
+
+
 @_aggregate
 class InputView:
     """A ``rows x cols`` matrix at ``ptr``: element (i, j) is at ``ptr + i*stride_row + j*stride_col``.
@@ -651,9 +668,7 @@ class InputView:
         """``(ptrs, mask)``: pointers to the tile's elements (indices wrapped into the matrix)
         and the in-bounds mask. Example: ``ptrs, mask = tensorA.tile_ptrs(a_tile)``.
         """
-        rm, rn, mask = tile.layout(self.rows, self.cols)
-        ptrs = self.ptr + rm[:, None] * self.stride_row + rn[None, :] * self.stride_col
-        return ptrs, mask
+        return _tile_ptrs(self.ptr, self.rows, self.cols, self.stride_row, self.stride_col, tile)
 
     @triton.jit
     def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = ".cg"):
@@ -663,11 +678,7 @@ class InputView:
         Example: ``a = tensorA.load(a_tile, boundary=True)``.
         """
         ptrs, mask = self.tile_ptrs(tile)
-        if boundary:
-            data = tl.load(ptrs, mask=mask, other=0.0, cache_modifier=cache_modifier)
-        else:
-            data = tl.load(ptrs, cache_modifier=cache_modifier)
-        return data
+        return _load_tile(ptrs, mask, boundary, cache_modifier)
 
 
 @_aggregate
@@ -701,14 +712,13 @@ class OutputView:
         output's element type, then a store masked to the matrix (and to ``mask`` if given).
         Example: ``tensorC.store(acc, out_tile, bias=bias_view)``.
         """
-        rm, rn, in_bounds = tile.layout(self.rows, self.cols)
+        ptrs, in_bounds = _tile_ptrs(self.ptr, self.rows, self.cols, self.stride_row, self.stride_col, tile)
         if mask is not None:
             in_bounds = in_bounds & mask
         if scale is not None:
             data = scale.apply(data, tile)
         if bias is not None:
             data = bias.apply(data, tile)
-        ptrs = self.ptr + rm[:, None] * self.stride_row + rn[None, :] * self.stride_col
         tl.store(ptrs, data.to(self.ptr.dtype.element_ty), mask=in_bounds)
 
     @triton.jit
@@ -717,13 +727,8 @@ class OutputView:
 
         Example: ``c = tensorC.load(out_tile, boundary=True)``.
         """
-        rm, rn, mask = tile.layout(self.rows, self.cols)
-        ptrs = self.ptr + rm[:, None] * self.stride_row + rn[None, :] * self.stride_col
-        if boundary:
-            data = tl.load(ptrs, mask=mask, other=0.0)
-        else:
-            data = tl.load(ptrs)
-        return data
+        ptrs, mask = _tile_ptrs(self.ptr, self.rows, self.cols, self.stride_row, self.stride_col, tile)
+        return _load_tile(ptrs, mask, boundary, "")
 
 
 @_aggregate
