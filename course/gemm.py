@@ -500,6 +500,29 @@ def _autotuned(a, b, c, mode, **kw):
     return _TUNED[key]
 
 
+def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -> torch.Tensor:
+    """What matmul and matmul_int8 share once their inputs are checked: the output and bias
+    checks, the output allocation, the configuration (heuristic or autotuned) and the launch."""
+    M, K = a.shape
+    N = b.shape[1]
+    if bias is not None:
+        _check_vector("bias", bias, N, "N", (torch.float32, torch.float16, torch.bfloat16), a.device)
+        if runtime.INTERPRET and bias.dtype == torch.bfloat16:
+            raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype={out_dtype}: pass torch.float16, torch.bfloat16 or torch.float32")
+    if runtime.INTERPRET and out_dtype == torch.bfloat16:
+        raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
+                        "pass out_dtype=torch.float16 or torch.float32 on the CPU")
+    if out is not None:
+        _check_out(out, M, N, out_dtype, a.device)
+    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
+    if autotune and config is None and not runtime.INTERPRET:
+        config, mode = _autotuned(a, b, c, mode, bias=bias, **scales)
+    config = _resolve_config(config, M, N, K, a.dtype)
+    return _launch(a, b, c, config, mode, bias=bias, **scales)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, out_dtype=None,
            mode: str = "auto", config: Config | dict | None = None, autotune: bool = False,
            out: torch.Tensor | None = None) -> torch.Tensor:
@@ -522,26 +545,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     _check_dtype(a.dtype)
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
-    M, K = a.shape
-    N = b.shape[1]
     if out_dtype is None:
         out_dtype = torch.bfloat16 if a.dtype in _FP8 else a.dtype
-    if out_dtype not in _OUT_DTYPES:
-        raise TypeError(f"out_dtype={out_dtype}: pass torch.float16, torch.bfloat16 or torch.float32")
-    if runtime.INTERPRET and out_dtype == torch.bfloat16:
-        raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
-                        "use torch.float16 or torch.float32 on the CPU")
-    if bias is not None:
-        _check_vector("bias", bias, N, "N", (torch.float32, torch.float16, torch.bfloat16), a.device)
-        if runtime.INTERPRET and bias.dtype == torch.bfloat16:
-            raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
-    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
-    if out is not None:
-        _check_out(out, M, N, out_dtype, a.device)
-    if autotune and config is None and not runtime.INTERPRET:
-        config, mode = _autotuned(a, b, c, mode, bias=bias)
-    config = _resolve_config(config, M, N, K, a.dtype)
-    return _launch(a, b, c, config, mode, bias=bias)
+    return _run(a, b, out_dtype, mode, config, autotune, out, bias=bias)
 
 
 def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -574,20 +580,4 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
                         "for unscaled int8 products pass torch.ones(M) and torch.ones(N)")
     _check_vector("a_scale", a_scale, M, "M", (torch.float32,), a.device)
     _check_vector("b_scale", b_scale, N, "N", (torch.float32,), a.device)
-    if bias is not None:
-        _check_vector("bias", bias, N, "N", (torch.float32, torch.float16, torch.bfloat16), a.device)
-        if runtime.INTERPRET and bias.dtype == torch.bfloat16:
-            raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
-    if out_dtype not in _OUT_DTYPES:
-        raise TypeError(f"out_dtype={out_dtype}: pass torch.bfloat16, torch.float16 or torch.float32")
-    if runtime.INTERPRET and out_dtype == torch.bfloat16:
-        raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
-                        "pass out_dtype=torch.float16 or torch.float32 on the CPU")
-    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
-    if out is not None:
-        _check_out(out, M, N, out_dtype, a.device)
-    kw = dict(a_scale=a_scale, b_scale=b_scale, bias=bias)
-    if autotune and config is None and not runtime.INTERPRET:
-        config, mode = _autotuned(a, b, c, mode, **kw)
-    config = _resolve_config(config, M, N, K, a.dtype)
-    return _launch(a, b, c, config, mode, **kw)
+    return _run(a, b, out_dtype, mode, config, autotune, out, a_scale=a_scale, b_scale=b_scale, bias=bias)
