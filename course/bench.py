@@ -43,6 +43,7 @@ TOKENS = [16, 64, 512, 4096, 8192]
 WAVE_QUANTIZED = {"square 1536", "square 3072", "square 4224", "8B qkv M=512"}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.int8}
 MODES = ("persistent", "streamk", "auto")
+_OUT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.bfloat16}
 
 
 def shape_set(quick: bool):
@@ -119,6 +120,21 @@ def _time(fn, rep):
     return float(triton.testing.do_bench(fn, warmup=max(5, rep // 4), rep=rep, return_mode="median"))
 
 
+def _exact(a, b, extra):
+    """The float64 reference of what ``_ours`` computes (exact for int8: |sums| stay below 2^53)."""
+    ref = a.double() @ b.double()
+    if a.dtype == torch.int8:
+        ref = ref * extra["a_scale"].double()[:, None] * extra["b_scale"].double()[None, :] + extra["bias"].double()
+    return ref
+
+
+def _error(fn, out, ref):
+    """``||out - ref|| / ||ref||`` of one fresh run into a NaN-poisoned ``out`` (NaN if any element is unwritten)."""
+    out.fill_(float("nan"))
+    fn()
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
 def _geomean(xs):
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
@@ -126,7 +142,7 @@ def _geomean(xs):
 
 def run_gemm(args):
     import course  # noqa: F401
-    from course import gemm, hardware, records
+    from course import check, gemm, hardware, records
 
     machine = hardware.machine()
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -175,6 +191,15 @@ def run_gemm(args):
                         fns[key] = None
                         continue
                     best[key] = min(ms, best.get(key, ms))
+            # Every kernel that was timed is also checked: a fast wrong answer must not count.
+            ref = _exact(a, b, extra)
+            tol = check.tolerance(out_dtype)
+            for mode in MODES:
+                err = _error(fns[mode], out, ref) if fns[mode] else float("nan")
+                row[f"{mode}_error"] = err
+                if not err <= tol:
+                    print(f"  WRONG {dname} {name} {mode}: relative error {err:.2e} > {tol:.0e}", flush=True)
+            del ref
             row["ref_ms"] = best.get("ref")
             for mode in MODES:
                 ms = best.get(mode)
@@ -267,6 +292,7 @@ def plot_recorded(out_dir):
 
 def print_table(rows):
     """The ratio table, geometric means and the course's targets (printed last)."""
+    from course import check
     print()
     print(f"{'dtype':5s} {'shape':22s} {'M':>5s} {'N':>6s} {'K':>6s} {'ref TF':>7s} {'pers':>6s} {'streamk':>7s} "
           f"{'auto':>6s} auto-mode")
@@ -308,6 +334,10 @@ def print_table(rows):
             checks.append((f"{dname} decode shapes M <= 64 (auto) >= 0.90", w["auto_ratio"] >= 0.9,
                            f"worst {w['auto_ratio']:.3f} ({w['name']}), geomean "
                            f"{_geomean([r['auto_ratio'] for r in dec]):.3f}"))
+    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES
+             if f"{m}_error" in r and not r[f"{m}_error"] <= check.tolerance(_OUT_DTYPE[r["dtype"]])]
+    checks.append(("every timed kernel matches the float64 reference", not wrong,
+                   f"{len(wrong)} wrong: {', '.join(wrong[:5])}" if wrong else "all within tolerance"))
     i8 = [r for r in rows if r["dtype"] == "int8" and r["auto_ratio"]]
     if i8:
         g = _geomean([r["auto_ratio"] for r in i8])
