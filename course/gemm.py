@@ -233,14 +233,14 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     return Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
 
 
-def _streamk_pays(M, N, config, sms, dtype=None, K=None):
+def _streamk_pays(M, N, K, config, sms, dtype=None):
     # Measured (H100/H200): Stream-K's fix-up costs about as much as a few K-iterations per program,
     # so it pays only for big 128 x 256 tiles when the persistent part already has several full
     # waves, and not for 1-byte types (int8 persistent stayed ahead).
     tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
     if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full,
         # or shares a long K among programs when the tiles leave half the SMs idle (K >= 48 steps)
-        long_k = K is not None and triton.cdiv(K, config.block_k) >= 48
+        long_k = triton.cdiv(K, config.block_k) >= 48
         return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and long_k)
     big_tiles = config.block_m * config.block_n >= 128 * 256
     one_byte = dtype is not None and _ELEMENT_SIZE.get(dtype, 2) == 1
@@ -272,7 +272,7 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
     if runtime.INTERPRET:  # exercise both schedules on the CPU
         tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
         return "streamk" if tiles % sms else "persistent"
-    return "streamk" if _streamk_pays(M, N, config, sms, dtype, K) else "persistent"
+    return "streamk" if _streamk_pays(M, N, K, config, sms, dtype) else "persistent"
 
 
 # ----------------------------------------------------------------------------------------------
