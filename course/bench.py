@@ -11,7 +11,9 @@ with B stored K-major) over the course's shape set: squares 1024-8192 (with the 
 1536, 3072, 4224) and the Llama-3 8B/70B projections at M in {16, 64, 512, 4096, 8192}. It prints
 a ratio table last (ratio = cuBLAS time / ours: above 1 is faster than cuBLAS), geometric means
 and the course's targets, saves ``course/data/gemm_<gpu>.json`` and draws throughput and
-roofline plots into ``--out``.
+roofline plots into ``--out``. Times are GPU times from a cold L2 (``course.timing.bench``:
+CUDA events, median, the host kept ahead of the GPU so that Python launch costs do not leak in);
+the host time of one call, ours and the reference's, is recorded apart for the small shapes.
 
 ``copy`` measures device-to-device copy bandwidth (bytes read + written) and a large bf16
 matmul, and saves them as ``course/data/ceilings_<gpu>.json`` (read by ``course.hardware``).
@@ -115,9 +117,9 @@ def precompile(jobs, workers):
 
 
 def _time(fn, rep):
-    import triton.testing
+    from course import timing
 
-    return float(triton.testing.do_bench(fn, warmup=max(5, rep // 4), rep=rep, return_mode="median"))
+    return timing.bench(fn, warmup=max(5, rep // 4), rep=rep)
 
 
 def _exact(a, b, extra):
@@ -142,7 +144,7 @@ def _geomean(xs):
 
 def run_gemm(args):
     import course  # noqa: F401
-    from course import check, gemm, hardware, records
+    from course import check, gemm, hardware, records, timing
 
     machine = hardware.machine()
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -207,6 +209,9 @@ def run_gemm(args):
                 row[f"{mode}_ratio"] = row["ref_ms"] / ms if ms and row["ref_ms"] else None
                 row[f"{mode}_tflops"] = flops / ms / 1e9 if ms else None
             row["ref_tflops"] = flops / row["ref_ms"] / 1e9 if row["ref_ms"] else None
+            if row["ref_ms"] and row["ref_ms"] < 0.05 and fns["auto"]:  # host time: small problems only
+                row["ref_host_us"] = timing.host_us(fns["ref"], 100)
+                row["auto_host_us"] = timing.host_us(fns["auto"], 100)
             elem = 1 if dtype == torch.int8 else 2
             row["bytes"] = elem * (M * K + K * N) + 2 * M * N
             rows.append(row)
@@ -310,6 +315,13 @@ def print_table(rows):
         best = _geomean([max(filter(None, [r[f"{m}_ratio"] for m in MODES]), default=None) for r in rs])
         print(f"geomean {dname}: persistent {g['persistent']:.3f}  streamk {g['streamk']:.3f}  auto {g['auto']:.3f}"
               f"  best-of-modes {best:.3f}")
+    host = [r for r in rows if r.get("auto_host_us")]
+    if host:
+        import statistics
+
+        print(f"host time per call, median of {len(host)} small shapes: ours "
+              f"{statistics.median(r['auto_host_us'] for r in host):.0f} us, reference "
+              f"{statistics.median(r['ref_host_us'] for r in host):.0f} us (not in the ratios: GPU times)")
     print()
     checks = []
     for dname in ("bf16", "fp16"):
@@ -368,7 +380,7 @@ def run_copy(args):
             "matmul_tflops": {"bf16": round(tflops, 1)}, "torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(),
             "how": "copy: 1 GiB device-to-device, bytes read + written; matmul: torch.matmul 8192^3 bf16, "
-                   "random inputs; medians of triton.testing.do_bench"}
+                   "random inputs; medians of course.timing.bench"}
     text = json.dumps(data, indent=1) + "\n"
     if not args.no_save:
         path = Path(__file__).resolve().parent / "data" / f"ceilings_{machine.slug}.json"

@@ -66,10 +66,12 @@ Additions beyond the reference API (all small): for Stream-K, ``ScheduleContext.
 ``iters_per_tile()``, ``streamk_span(start_iter, end_iter)``,
 ``streamk_fixup(acc, tile_id, k_begin, k_end, partials_ptr, flags_ptr)`` and
 ``GemmContext.reduce_k_range(A, B, out_tile, k_begin, k_end)``; for Hopper's bulk copy engine
-(TMA), ``DescriptorView`` / ``DescriptorOutputView`` and their factories
-``make_descriptor_view`` / ``make_descriptor_output_view``: the same ``load`` and ``store`` as
-the pointer views, so the same K loop runs on either (compiled only: they need a GPU with tensor
-descriptors and a unit stride in the stored matrix's last dimension).
+(TMA), ``DescriptorView`` / ``DescriptorOutputView``: the same ``load`` and ``store`` as the
+pointer views, so the same K loop runs on either (compiled only: they need a GPU with tensor
+descriptors and a unit stride in the stored matrix's last dimension). Build their descriptors on
+the host (``triton.tools.tensor_descriptor.TensorDescriptor``, passed as a kernel argument) where
+you can: on an H100 that was 1-3% (large problems) to 30% (1024^3) faster than ``make_descriptor_view`` /
+``make_descriptor_output_view``, which build them inside the kernel, once per program.
 
 Stream-K, the whole kernel side (after the persistent loop)::
 
@@ -809,7 +811,9 @@ class DescriptorView:
 
     The descriptor covers the matrix as stored; ``transposed`` means the matrix is kept as its
     transpose (e.g. a K-major B, stored N x K), so a tile is read as ``cols x rows`` and flipped.
-    Out-of-bounds elements read as zero, so no masks and no ``even_k`` are needed.
+    Out-of-bounds elements read as zero, so no masks and no ``even_k`` are needed. Example, with
+    ``a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [BLOCK_M, BLOCK_K])`` built on the
+    host and passed to the kernel: ``tensorA = DescriptorView(a_desc, False)``.
     """
 
     desc: tl.tensor_descriptor
@@ -834,7 +838,9 @@ class DescriptorOutputView:
 
     The epilogue (scale -> bias -> convert) is OutputView's; the tile then leaves through the
     bulk copy engine, which clips rows and columns past the matrix by itself. ``halves=2`` stores
-    the tile as two ``block_m x block_n/2`` pieces (half the staging shared memory).
+    the tile as two ``block_m x block_n/2`` pieces (half the staging shared memory). The
+    descriptor's block is ``[block_m, block_n // halves]``, or ``[block_n, block_m]`` when
+    ``transposed`` (C stored column-major). Example: ``tensorC = DescriptorOutputView(c_desc, False, 2)``.
     """
 
     desc: tl.tensor_descriptor

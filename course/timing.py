@@ -1,8 +1,14 @@
 """Timing kernels: the same call on a GPU and under the interpreter.
 
-On a GPU, :func:`bench` is ``triton.testing.do_bench`` (CUDA events, cache flushed between runs,
-median). Under the interpreter there is no device to time, so it takes the median of a few
-wall-clock runs after one warm-up: good for "which is slower", meaningless as GPU speed.
+On a GPU, :func:`bench` times like ``triton.testing.do_bench`` (CUDA events around each call, the
+L2 cache flushed before it, the median), with one change: before each timed call the GPU waits
+for a moment, so the host has queued the call by the time the GPU reaches it. The result is the
+GPU's time for the call, whatever the Python around the launch costs (that host time matters too,
+but it is another number: :func:`host_us`). Without the wait, a launcher that spends longer on the
+host than the GPU spends on the flush is timed partly on the host, and a 10 us kernel can read as
+20 us in one run and 10 us in the next. Under the interpreter there is no device to time, so it
+takes the median of a few wall-clock runs after one warm-up: good for "which is slower",
+meaningless as GPU speed.
 
     >>> ms = bench(lambda: sum(range(1000)))
     >>> ms > 0
@@ -28,9 +34,7 @@ def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100, max_cpu
         raise TypeError(f"bench(fn): fn must be a callable taking no arguments, got {type(fn).__name__}; "
                         "wrap a call in a lambda: bench(lambda: add(x, y))")
     if not runtime.INTERPRET:
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+        return _gpu_bench(fn, warmup, rep)
     if max_cpu_runs < 1:
         raise ValueError(f"bench(max_cpu_runs={max_cpu_runs}): pass at least 1")
     fn()  # warm-up: the interpreter's first call also builds the kernel
@@ -42,6 +46,56 @@ def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100, max_cpu
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+_FLUSH_BYTES = 256 * 2**20  # more than any GPU's L2 cache (as do_bench)
+_HOST_LEAD_CYCLES = 100_000  # ~50-70 us of GPU idling: longer than our launchers' host time
+
+
+def _gpu_bench(fn, warmup: float, rep: float) -> float:
+    import torch
+
+    flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    fn()
+    torch.cuda.synchronize()
+    start, end = event(), event()
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup / estimate))):
+        fn()
+    n = max(1, int(rep / estimate))
+    starts, ends = [event() for _ in range(n)], [event() for _ in range(n)]
+    for i in range(n):
+        flush.zero_()  # a cold L2, as a GEMM inside a model sees it
+        torch.cuda._sleep(_HOST_LEAD_CYCLES)  # the host gets ahead: the launch is queued in time
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def host_us(fn: Callable[[], object], calls: int = 200) -> float:
+    """Host (CPU) time of one ``fn()`` call in microseconds: what the Python and the launch cost,
+    with the GPU's work left queued (a GPU launch returns before the kernel runs)."""
+    fn()
+    if not runtime.INTERPRET:
+        import torch
+
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t0) / calls * 1e6
+    if not runtime.INTERPRET:
+        torch.cuda.synchronize()
+    return us
 
 
 def progress(items: Iterable, desc: str | None = None, **kwargs):
