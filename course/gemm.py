@@ -511,14 +511,13 @@ def _autotuned(a, b, c, mode, **kw):
     N = b.shape[1]
     key = (M, N, K, a.dtype, c.dtype, a.stride(), b.stride(), mode, kw.get("bias") is not None)
     if key not in _TUNED:
-        import triton.testing
+        from course import timing
 
         best = None
         for cfg in _candidates(M, N, K, a.dtype):
             for m in (("persistent", "streamk") if mode == "auto" else (mode,)):
                 try:
-                    ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg, m, **kw), warmup=5, rep=20,
-                                                 return_mode="median")
+                    ms = timing.bench(lambda: _launch(a, b, c, cfg, m, **kw), warmup=5, rep=20)
                 except triton.runtime.errors.OutOfResources:
                     continue
                 if best is None or ms < best[0]:

@@ -244,6 +244,41 @@ def test_tma_and_pointer_paths_agree():
 
 @gpu
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("layouts", ["rrr", "ccr", "rcc", "crc"])
+def test_tensor_descriptors_for_every_layout(layouts, mode):
+    # Sizes with 16-byte aligned rows (multiples of 8) but not multiples of any block: every
+    # operand goes through a host-built tensor descriptor, stored row- (r) or column-major (c).
+    M, N, K = 1000, 776, 1048
+    a_l, b_l, c_l = layouts
+    a = _randn(M, K) if a_l == "r" else _randn(K, M).T
+    b = _randn(K, N) if b_l == "r" else _randn(N, K).T
+    out = poisoned((M, N), torch.float16, DEVICE) if c_l == "r" else poisoned((N, M), torch.float16, DEVICE).T
+    matmul(a, b, mode=mode, out=out)
+    check(f"TMA A {a_l} B {b_l} C {c_l} {mode}", out, _reference(a, b))
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_matmul_replays_in_a_cuda_graph(mode):
+    # The way to pay the Python launch cost once: capture, then replay on new data in place.
+    M, N, K = 512, 1024, 768
+    a, b = _randn(M, K), _randn(N, K).T
+    out = poisoned((M, N), torch.float16, DEVICE)
+    matmul(a, b, mode=mode, out=out)  # compile and allocate outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        matmul(a, b, mode=mode, out=out)
+    for _ in range(2):
+        a.copy_(_randn(M, K))
+        out.fill_(float("nan"))
+        graph.replay()
+        check(f"CUDA graph replay ({mode})", out, _reference(a, b))
+
+
+@gpu
+@pytest.mark.gpu
 def test_autotune_picks_a_config_that_is_right():
     M, N, K = 512, 768, 1024
     a, b = _randn(M, K), _randn(K, N)
