@@ -11,8 +11,9 @@ Modes:
 
 * ``"persistent"``: ``num_sms`` programs loop over the output tiles (``persistent_tile_range``).
 * ``"streamk"``: hybrid. The full waves of tiles go to the persistent loop, the tiles of the last,
-  partial wave are cut into K-iterations shared evenly by all programs (``iter_range``), and the
-  programs that share a tile add their partial sums (``streamk_fixup``).
+  partial wave are cut into K-iterations shared evenly by as many programs as give each one
+  K-chunk of one tile (``iter_range``, ``streamk_programs_for``), and the programs that share a
+  tile add their partial sums (``streamk_fixup``).
 * ``"auto"``: Stream-K when the last wave would leave many SMs idle (wave quantization), else
   persistent.
 
@@ -47,7 +48,7 @@ from course.stages import (
 )
 
 __all__ = ["Config", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "MODES", "supported_dtypes"]
+           "streamk_programs_for", "MODES", "supported_dtypes"]
 
 MODES = ("auto", "persistent", "streamk")
 
@@ -73,6 +74,7 @@ def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
                    M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr, STREAMK_TILES: tl.constexpr,
+                   STREAMK_PROGRAMS: tl.constexpr,
                    EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, QUANTIZED: tl.constexpr,
                    ALLOW_TF32: tl.constexpr, USE_TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                    TMA_STORE: tl.constexpr, C_T: tl.constexpr, C_HALVES: tl.constexpr, FLATTEN: tl.constexpr):
@@ -95,7 +97,7 @@ def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
 
     ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, 1, GROUP_SIZE_M,
                       allow_tf32=ALLOW_TF32, even_k=EVEN_K, quantized=QUANTIZED)
-    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES, streamk_programs=STREAMK_PROGRAMS)
 
     # Data-parallel part: whole tiles, round-robin over the programs.
     num_k = tl.cdiv(K, BLOCK_K)
@@ -252,6 +254,11 @@ def _streamk_pays(M, N, K, config, sms, dtype=None):
         return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and long_k)
     big_tiles = config.block_m * config.block_n >= 128 * 256
     one_byte = dtype is not None and _ELEMENT_SIZE.get(dtype, 2) == 1
+    if config.block_m * config.block_n == 128 * 128 and not one_byte:
+        # Stream-K halves of a long K loop (one partial per tile) pay for the partial wave
+        # (H100, 512 x 10240 x 8192: 0.83 -> 0.88 x cuBLAS); at 3072^3 (48 K steps) it was a tie.
+        rem = tiles % sms
+        return tiles > sms and rem > 0 and sms // rem == 2 and _cdiv(K, config.block_k) >= 64
     return big_tiles and not one_byte and tiles >= 4 * sms and tiles % sms != 0
 
 
@@ -266,6 +273,18 @@ def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None
     sms = num_sms or _num_sms()
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
     return tiles if tiles < sms else tiles % sms
+
+
+def streamk_programs_for(streamk_tiles: int, num_sms: int) -> int:
+    """Programs that share the Stream-K tiles' K-iterations: ``s`` per tile, ``s = num_sms //
+    streamk_tiles``, so that each program gets one K-chunk of one tile (1/s of its K range).
+
+    Why not all ``num_sms``: programs that hold the same chunk of different tiles then move through
+    K in step and read the same A rows and B columns at about the same time, as the data-parallel
+    waves do, so L2 serves them. Spread over every program, the ranges start at different K offsets
+    and every program streams its own slices from memory.
+    """
+    return streamk_tiles * max(1, num_sms // streamk_tiles) if streamk_tiles else 0
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None) -> str:
@@ -425,8 +444,10 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
     return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [block_rows, block_cols])
 
 
-def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None):
-    """Launch the kernel (inputs already checked). ``tma``/``flatten`` force a choice (studies)."""
+def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None,
+            sk_programs=None):
+    """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_programs`` force a
+    choice (studies)."""
     M, K = a.shape
     N = b.shape[1]
     quantized = a.dtype == torch.int8
@@ -435,6 +456,8 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
     if mode == "auto":
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
     sk = streamk_tiles_for(M, N, config, num_sms) if mode == "streamk" else 0
+    if sk_programs is None:
+        sk_programs = streamk_programs_for(sk, num_sms)
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
     grid = (num_sms if sk else min(num_sms, tiles),)
     if tma is None:
@@ -472,7 +495,7 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
                 M, N, K, *a.stride(), *b.stride(), *c.stride(),
                 bias.stride(0) if bias is not None else 1,
                 BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                GROUP_SIZE_M=config.group_size_m, NUM_SMS=num_sms, STREAMK_TILES=sk,
+                GROUP_SIZE_M=config.group_size_m, NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs,
                 EVEN_K=even_k, HAS_BIAS=bias is not None, QUANTIZED=quantized,
                 ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t), B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t),
                 C_HALVES=config.store_halves if not c_t else 1, FLATTEN=flatten,

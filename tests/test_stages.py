@@ -461,10 +461,11 @@ def test_descriptor_views(host, b_layout, halves):
 def coverage_kernel(COUNTS, OWNERS, RANGES, WHO, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
-                    GROUP_SIZE_M: tl.constexpr, STREAMK_TILES: tl.constexpr, PER_ITER: tl.constexpr):
+                    GROUP_SIZE_M: tl.constexpr, STREAMK_TILES: tl.constexpr, PER_ITER: tl.constexpr,
+                    STREAMK_PROGRAMS: tl.constexpr):
     """Counts, per output tile (by its coordinates) and K step, how often a program visits it."""
     ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE)
-    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES, streamk_programs=STREAMK_PROGRAMS)
     iters = sched.iters_per_tile()
     num_pid_n = tl.cdiv(N, BLOCK_N)
     start, total, stride = sched.persistent_tile_range()
@@ -511,13 +512,19 @@ SCHEDULES = [
     (96, 80, 32, 16, 16, 16, 10, 3, 3, 2, 8),    # 10 programs over 3 XCDs, chunks of 2 (ragged)
     (1, 1, 1, 16, 16, 16, 3, 1, 1, 1, 8),        # one tile, one iteration
     (33, 65, 100, 16, 16, 8, 6, 13, 2, 3, 2),    # everything odd
+    # (..., streamk_programs): the Stream-K iterations shared by fewer programs than launched
+    (48, 48, 80, 16, 16, 16, 7, 4, 1, 1, 3, 4),  # 20 iterations over 4 of 7 programs: one tile each
+    (48, 48, 80, 16, 16, 16, 7, 3, 1, 1, 3, 6),  # 15 over 6 of 7: half tiles (2 or 3 iterations)
+    (50, 70, 33, 16, 32, 16, 5, 8, 1, 1, 2, 3),  # all 8 tiles over 3 of 5 programs
+    (16, 16, 48, 16, 16, 16, 8, 1, 1, 1, 8, 99),  # more asked than launched: all 8
 ]
 
 
 @pytest.mark.parametrize("per_iter", [False, True])
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=[str(s) for s in SCHEDULES])
 def test_every_tile_and_k_step_once(schedule, per_iter):
-    M, N, K, bm, bn, bk, num_sms, sk, xcds, chunk, group = schedule
+    M, N, K, bm, bn, bk, num_sms, sk, xcds, chunk, group, *rest = schedule
+    sharers = min(rest[0], num_sms) if rest else num_sms
     num_m, num_n, iters = triton.cdiv(M, bm), triton.cdiv(N, bn), triton.cdiv(K, bk)
     tiles = num_m * num_n
     counts = torch.zeros(tiles * iters, dtype=torch.int32, device=DEVICE)
@@ -525,7 +532,7 @@ def test_every_tile_and_k_step_once(schedule, per_iter):
     ranges = torch.full((num_sms, 2), -1, dtype=torch.int32, device=DEVICE)
     who = torch.full((tiles,), -1, dtype=torch.int32, device=DEVICE)
     coverage_kernel[(num_sms,)](counts, owners, ranges, who, M, N, K, bm, bn, bk, num_sms, xcds, chunk, group, sk,
-                                per_iter)
+                                per_iter, rest[0] if rest else 0)
     counts = counts.cpu().reshape(tiles, iters)
     assert (counts == 1).all(), f"(tile, k) visits should all be 1, got\n{counts}"
     assert (owners.cpu() == 1).all(), "every tile must be finished (its last K step) exactly once"
@@ -536,7 +543,9 @@ def test_every_tile_and_k_step_once(schedule, per_iter):
     assert starts[0] == (tiles - sk_tiles) * iters and ends[-1] == tiles * iters
     assert all(ends[p] == starts[p + 1] for p in range(num_sms - 1)), f"ranges not contiguous: {ranges}"
     lengths = [e - s for s, e in zip(starts, ends)]
-    assert max(lengths) - min(lengths) <= 1 and lengths == sorted(lengths, reverse=True), lengths
+    shared, idle = lengths[:sharers], lengths[sharers:]
+    assert max(shared) - min(shared) <= 1 and shared == sorted(shared, reverse=True), lengths
+    assert all(n == 0 for n in idle), f"programs past streamk_programs={sharers} got iterations: {lengths}"
     # Data-parallel tiles: program p starts at its chiplet-remapped id (chunked when chunk_size > 1).
     remap = torch.full((num_sms,), -1, dtype=torch.int32, device=DEVICE)
     chiplet_kernel[(1,)](remap, num_sms, xcds, chunk, chunk > 1, triton.next_power_of_2(num_sms))
@@ -631,13 +640,13 @@ def test_chiplet_transforms_are_permutations(n, num_xcds):
 def streamk_kernel(A, B, C, SA, SB, P, FLAGS, M, N, K, s_am, s_ak, s_bk, s_bn, s_cm, s_cn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    NUM_SMS: tl.constexpr, STREAMK_TILES: tl.constexpr, EVEN_K: tl.constexpr,
-                   QUANTIZED: tl.constexpr):
+                   QUANTIZED: tl.constexpr, STREAMK_PROGRAMS: tl.constexpr):
     tensorA = make_tensor_view(A, M, K, s_am, s_ak)
     tensorB = make_tensor_view(B, K, N, s_bk, s_bn)
     tensorC = make_output_view(C, M, N, s_cm, s_cn)
     scale_view = make_scale_view(SA, SB, M, N) if QUANTIZED else None
     ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, group_size_m=2, even_k=EVEN_K, quantized=QUANTIZED)
-    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES, streamk_programs=STREAMK_PROGRAMS)
     start, total, stride = sched.persistent_tile_range()
     for tile_id in range(start, total, stride):
         out_tile = sched.get_tile_from_idx(tile_id)
@@ -655,17 +664,19 @@ def streamk_kernel(A, B, C, SA, SB, P, FLAGS, M, N, K, s_am, s_ak, s_bk, s_bn, s
 
 
 STREAMK_CASES = sizes(
-    # (M, N, K, num_sms, streamk_tiles): with 16x16x16 blocks
-    cpu=[(32, 48, 80, 4, 2), (32, 48, 80, 4, 6), (40, 33, 70, 3, 4), (16, 16, 200, 5, 1), (20, 20, 9, 3, 4)],
+    # (M, N, K, num_sms, streamk_tiles[, streamk_programs]): with 16x16x16 blocks
+    cpu=[(32, 48, 80, 4, 2), (32, 48, 80, 4, 6), (40, 33, 70, 3, 4), (16, 16, 200, 5, 1), (20, 20, 9, 3, 4),
+         (32, 48, 80, 4, 3, 2), (40, 33, 70, 5, 3, 3)],
     gpu=[(512, 768, 1024, 132, 2), (512, 768, 1024, 132, 96), (1000, 1000, 999, 132, 30),
-         (128, 128, 8192, 132, 4), (300, 300, 9, 7, 25)],
+         (128, 128, 8192, 132, 4), (300, 300, 9, 7, 25), (1000, 1000, 999, 132, 30, 120),
+         (512, 768, 1024, 132, 40, 80)],
 )
 
 
 @pytest.mark.parametrize("case", STREAMK_CASES, ids=[str(c) for c in STREAMK_CASES])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int8])
 def test_streamk_fixup(case, dtype):
-    M, N, K, num_sms, sk = case
+    M, N, K, num_sms, sk, *rest = case
     bm, bn, bk = pick(cpu=(16, 16, 16), gpu=(64, 64, 32))
     quantized = dtype == torch.int8
     a, b = rand((M, K), dtype), rand((K, N), dtype, layout="col")
@@ -680,7 +691,8 @@ def test_streamk_fixup(case, dtype):
     for launch in range(2):  # twice with the same workspace: the flags must come back to zero
         c = poisoned((M, N), torch.float32, DEVICE)
         streamk_kernel[(num_sms,)](a, b, c, sa, sb, partials, flags, M, N, K, *a.stride(), *b.stride(),
-                                   *c.stride(), bm, bn, bk, num_sms, sk, K % bk == 0, quantized)
+                                   *c.stride(), bm, bn, bk, num_sms, sk, K % bk == 0, quantized,
+                                   rest[0] if rest else 0)
         check(f"Stream-K {case} launch {launch}", c, ref, tol=1e-6 if quantized else None)
         assert (flags.cpu() == 0).all(), f"flags not cleared after launch {launch}: {flags.tolist()}"
         outs.append(c)
