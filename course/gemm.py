@@ -244,9 +244,9 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
 
 
 def _streamk_pays(M, N, K, config, sms, dtype=None):
-    # Measured (H100/H200): Stream-K's fix-up costs about as much as a few K-iterations per program,
-    # so it pays only for big 128 x 256 tiles when the persistent part already has several full
-    # waves, and not for 1-byte types (int8 persistent stayed ahead).
+    # Measured (H100/H200): a Stream-K piece costs a pipeline fill, and a shared tile a fix-up, about
+    # as much as a few K-iterations, so Stream-K pays only where it splits the tiles of a partial last
+    # wave among two or more programs each, and not for 1-byte types (int8 persistent stayed ahead).
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
     if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full,
         # or shares a long K among programs when the tiles leave half the SMs idle (K >= 48 steps)
@@ -259,7 +259,11 @@ def _streamk_pays(M, N, K, config, sms, dtype=None):
         # (H100, 512 x 10240 x 8192: 0.83 -> 0.88 x cuBLAS); at 3072^3 (48 K steps) it was a tie.
         rem = tiles % sms
         return tiles > sms and rem > 0 and sms // rem == 2 and _cdiv(K, config.block_k) >= 64
-    return big_tiles and not one_byte and tiles >= 4 * sms and tiles % sms != 0
+    # Big tiles: when several full waves come first and the last wave is at most half full, so that
+    # each of its tiles is shared by two or more programs (streamk_programs_for); at more than
+    # half full every Stream-K program would hold one whole tile: a persistent wave with extra steps.
+    rem = tiles % sms
+    return big_tiles and not one_byte and tiles >= 4 * sms and 0 < rem <= sms // 2
 
 
 def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> int:
