@@ -252,18 +252,19 @@ def _streamk_pays(M, N, K, config, sms, dtype=None):
         # or shares a long K among programs when the tiles leave half the SMs idle (K >= 48 steps)
         long_k = _cdiv(K, config.block_k) >= 48
         return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and long_k)
-    big_tiles = config.block_m * config.block_n >= 128 * 256
     one_byte = dtype is not None and _ELEMENT_SIZE.get(dtype, 2) == 1
-    if config.block_m * config.block_n == 128 * 128 and not one_byte:
-        # Stream-K halves of a long K loop (one partial per tile) pay for the partial wave
-        # (H100, 512 x 10240 x 8192: 0.83 -> 0.88 x cuBLAS); at 3072^3 (48 K steps) it was a tie.
-        rem = tiles % sms
-        return tiles > sms and rem > 0 and sms // rem == 2 and _cdiv(K, config.block_k) >= 64
-    # Big tiles: when several full waves come first and the last wave is at most half full, so that
-    # each of its tiles is shared by two or more programs (streamk_programs_for); at more than
-    # half full every Stream-K program would hold one whole tile: a persistent wave with extra steps.
+    if one_byte:
+        return False
+    # Compute-bound tiles: only where the partial last wave's tiles are split in two or more
+    # (streamk_programs_for); unsplit, each Stream-K program would do a whole tile, a persistent
+    # wave with extra steps. 128 x 128 tiles also need a long K loop (H100: 512 x 10240 x 8192
+    # 0.83 -> 0.88 x cuBLAS, 4224^3 0.93 -> 0.96; at 3072^3, 48 K-steps, it was a tie); 128 x 256
+    # tiles several full waves before it.
     rem = tiles % sms
-    return big_tiles and not one_byte and tiles >= 4 * sms and 0 < rem <= sms // 2
+    split = streamk_programs_for(M, N, K, config, sms) // rem if tiles > sms and rem else 0
+    if config.block_m * config.block_n == 128 * 128:
+        return split >= 2 and _cdiv(K, config.block_k) >= 64
+    return config.block_m * config.block_n >= 128 * 256 and tiles >= 4 * sms and split >= 2
 
 
 def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> int:
@@ -279,16 +280,26 @@ def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None
     return tiles if tiles < sms else tiles % sms
 
 
-def streamk_programs_for(streamk_tiles: int, num_sms: int) -> int:
-    """Programs that share the Stream-K tiles' K-iterations: ``s`` per tile, ``s = num_sms //
-    streamk_tiles``, so that each program gets one K-chunk of one tile (1/s of its K range).
+def streamk_programs_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None) -> int:
+    """Programs that share the Stream-K tiles' K-iterations in ``"streamk"`` mode: ``s`` per tile,
+    so that each program gets one K-chunk of one tile (0 when no tile is Stream-K).
 
-    Why not all ``num_sms``: programs that hold the same chunk of different tiles then move through
-    K in step and read the same A rows and B columns at about the same time, as the data-parallel
-    waves do, so L2 serves them. Spread over every program, the ranges start at different K offsets
-    and every program streams its own slices from memory.
+    ``s = num_sms // streamk_tiles``: not all ``num_sms``, because programs that hold the same
+    chunk of different tiles then move through K in step and read the same A rows and B columns at
+    about the same time, as the data-parallel waves do, so L2 serves them; spread over every
+    program, the ranges start at different K offsets and every program streams its own slices
+    from memory (measured: Stream-K launches 8-14% faster). For compute-bound tiles (128 rows) a
+    chunk keeps at least 32 K-steps, since each piece pays a pipeline fill and each extra sharer a
+    partial tile to add (H100, 4224^3 with 128 x 128 tiles: s = 2 gave 0.96 x cuBLAS, s = 4 0.93).
     """
-    return streamk_tiles * max(1, num_sms // streamk_tiles) if streamk_tiles else 0
+    sms = num_sms or _num_sms()
+    sk = streamk_tiles_for(M, N, config, sms)
+    if not sk:
+        return 0
+    split = max(1, sms // sk)
+    if config.block_m >= 128:
+        split = max(1, min(split, _cdiv(K, config.block_k) // 32))
+    return sk * split
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None) -> str:
@@ -461,7 +472,7 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
     sk = streamk_tiles_for(M, N, config, num_sms) if mode == "streamk" else 0
     if sk_programs is None:
-        sk_programs = streamk_programs_for(sk, num_sms)
+        sk_programs = streamk_programs_for(M, N, K, config, num_sms) if sk else 0
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
     grid = (num_sms if sk else min(num_sms, tiles),)
     if tma is None:

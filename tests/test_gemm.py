@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
+import triton  # noqa: E402
 from course import gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
@@ -284,6 +285,24 @@ def test_autotune_picks_a_config_that_is_right():
     a, b = _randn(M, K), _randn(K, N)
     check("autotuned", matmul(a, b, autotune=True), _reference(a, b))
     check("autotuned (cached)", matmul(a, b, autotune=True), _reference(a, b))
+
+
+def test_streamk_programs_split_every_streamk_tile_alike():
+    big, small = Config(128, 128, 64), Config(64, 64, 64)
+    for M, N, K, cfg in [(4224, 4224, 4224, big), (512, 10240, 8192, big), (1536, 1536, 1536, big),
+                         (64, 10240, 8192, small), (3000, 3000, 64, small), (1024, 1024, 1024, big)]:
+        sk = gemm.streamk_tiles_for(M, N, cfg, 132)
+        programs = gemm.streamk_programs_for(M, N, K, cfg, 132)
+        assert programs <= 132, (M, N, K, programs)
+        if sk == 0:
+            assert programs == 0
+            continue
+        assert programs % sk == 0, f"{M}x{N}x{K}: {programs} programs for {sk} Stream-K tiles"
+        split = programs // sk
+        if cfg.block_m >= 128:  # compute-bound tiles keep chunks of at least 32 K-steps
+            assert split == 1 or triton.cdiv(K, cfg.block_k) // split >= 32, (M, N, K, split)
+    # 4224^3 in 128 x 128 tiles: 33 Stream-K tiles, 66 K-steps each -> two programs per tile
+    assert gemm.streamk_programs_for(4224, 4224, 4224, big, 132) == 66
 
 
 def test_heuristic_and_mode_choice_are_valid():
