@@ -58,9 +58,10 @@ Decisions (where the reference documents are silent or disagree):
 * **Stream-K**: ``ScheduleContext(..., streamk_tiles=S)`` hands the first ``num_tiles - S`` tiles
   (in tile-id order) to the persistent loop and the LAST S tiles to Stream-K: their K-iterations,
   ``S * cdiv(K, block_k)`` in all, are cut into ``num_sms`` contiguous, near-equal ranges, one
-  per program (or into ``streamk_programs`` ranges, for the first programs only). A tile shared by several programs is fixed up without anyone waiting on a higher
-  program id (see "Stream-K" below), so it works compiled and under the interpreter, which runs
-  programs one after another in program-id order.
+  per program (or into ``streamk_programs`` ranges for the first programs only, an addition: see
+  ``ScheduleContext``). A tile shared by several programs is fixed up without anyone waiting on a
+  higher program id (see "Stream-K" below), so it works compiled and under the interpreter, which
+  runs programs one after another in program-id order.
 
 Additions beyond the reference API (all small): for Stream-K, ``ScheduleContext.num_tiles()``,
 ``iters_per_tile()``, ``streamk_span(start_iter, end_iter)``,
@@ -70,8 +71,9 @@ Additions beyond the reference API (all small): for Stream-K, ``ScheduleContext.
 pointer views, so the same K loop runs on either (compiled only: they need a GPU with tensor
 descriptors and a unit stride in the stored matrix's last dimension). Build their descriptors on
 the host (``triton.tools.tensor_descriptor.TensorDescriptor``, passed as a kernel argument) where
-you can: on an H100 that was 1-3% (large problems) to 30% (1024^3) faster than ``make_descriptor_view`` /
-``make_descriptor_output_view``, which build them inside the kernel, once per program.
+you can: on an H100 that was 1-3% (large problems) to 30% (1024^3) faster than
+``make_descriptor_view`` / ``make_descriptor_output_view``, which build them inside the kernel,
+once per program.
 
 Stream-K, the whole kernel side (after the persistent loop)::
 
