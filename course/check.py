@@ -57,14 +57,16 @@ def _require_tensor(name: str, value) -> torch.Tensor:
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """``||out - ref|| / ||ref||`` computed in float64 on the CPU (NaN if ``out`` has a NaN)."""
+    """``||out - ref|| / ||ref||`` computed in float64 (NaN if ``out`` has a NaN): on the device
+    both tensors are on, else on the CPU."""
     _require_tensor("out", out)
     _require_tensor("ref", ref)
     if out.shape != ref.shape:
         raise ValueError(f"out has shape {tuple(out.shape)} but ref has {tuple(ref.shape)}: "
                          "compare tensors of the same shape")
-    o = out.detach().to("cpu", torch.float64)
-    r = ref.detach().to("cpu", torch.float64)
+    device = out.device if out.device == ref.device else "cpu"  # big GPU results need not cross to the host
+    o = out.detach().to(device, torch.float64)
+    r = ref.detach().to(device, torch.float64)
     diff = torch.linalg.vector_norm(o - r).item()
     scale = torch.linalg.vector_norm(r).item()
     return diff / scale if scale > 0 else diff

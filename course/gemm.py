@@ -34,6 +34,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from course import runtime
 from course.stages import (
@@ -454,8 +455,6 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
     program writes and fences its own descriptors before the first load, bf16 0.92 -> 0.95 x cuBLAS
     (geometric mean of 19 shapes), int8 1.11 -> 1.18 x ``_int_mm`` (10 shapes; 1024^3 0.86 -> 1.16);
     it costs about 15 us more host time per launch."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     if transposed:
         return TensorDescriptor(t, [t.shape[1], t.shape[0]], [t.stride(1), 1], [block_cols, block_rows])
     return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [block_rows, block_cols])
