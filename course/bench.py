@@ -12,8 +12,9 @@ with B stored K-major) over the course's shape set: squares 1024-8192 (with the 
 a ratio table last (ratio = cuBLAS time / ours: above 1 is faster than cuBLAS), geometric means
 and the course's targets, saves ``course/data/gemm_<gpu>.json`` and draws throughput and
 roofline plots into ``--out``. Times are GPU times from a cold L2 (``course.timing.bench``:
-CUDA events, median, the host kept ahead of the GPU so that Python launch costs do not leak in);
-the host time of one call, ours and the reference's, is recorded apart for the small shapes.
+CUDA events, median, the host kept ahead of the GPU so that Python launch costs do not leak in).
+Each ratio is the median over three rounds of the reference timed right after ours; the host
+time of one call, ours and the reference's, is recorded apart for the small shapes.
 
 ``copy`` measures device-to-device copy bandwidth (bytes read + written) and a large bf16
 matmul, and saves them as ``course/data/ceilings_<gpu>.json`` (read by ``course.hardware``).
@@ -29,6 +30,7 @@ import json
 import math
 import multiprocessing
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -180,21 +182,33 @@ def run_gemm(args):
             cfg = gemm.heuristic_config(M, N, K, dtype)
             row["config"] = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps} s{cfg.num_stages}"
             row["auto_mode"] = gemm.choose_mode(M, N, K, cfg, dtype=dtype)
-            # Two rounds, reference and ours interleaved, keeping each one's faster median: a
-            # transient slowdown (seen once in ten shapes) then cannot decide a ratio.
+            # Three rounds; in each, the reference runs right before each of our modes and the
+            # ratio is taken from that adjacent pair. Clocks drift with power and heat over a run
+            # (H100: cuBLAS read 680-780 TFLOP/s on one large shape in different runs), so a ratio
+            # of neighbours, median over the rounds, is steadier than a ratio of separate bests.
             fns = {"ref": ref_fn, **{mode: _ours(a, b, extra, mode, out) for mode in MODES}}
-            best = {}
-            for _ in range(2):
-                for key, fn in fns.items():
-                    if fn is None:
+            times = {key: [] for key in fns}
+            pair_ratios = {mode: [] for mode in MODES}
+            for _ in range(3):
+                for mode in MODES:
+                    if fns[mode] is None:
                         continue
                     try:
-                        ms = _time(fn, rep)
+                        ms = _time(fns[mode], rep)
                     except Exception as e:
-                        print(f"  {dname} {name} {key}: {type(e).__name__}: {e}", flush=True)
-                        fns[key] = None
+                        print(f"  {dname} {name} {mode}: {type(e).__name__}: {e}", flush=True)
+                        fns[mode] = None
                         continue
-                    best[key] = min(ms, best.get(key, ms))
+                    times[mode].append(ms)
+                    if fns["ref"] is not None:
+                        try:
+                            ref_ms = _time(fns["ref"], rep)
+                        except Exception as e:
+                            print(f"  {dname} {name} reference: {type(e).__name__}: {e}", flush=True)
+                            fns["ref"] = None
+                            continue
+                        times["ref"].append(ref_ms)
+                        pair_ratios[mode].append(ref_ms / ms)
             # Every kernel that was timed is also checked: a fast wrong answer must not count.
             ref = _exact(a, b, extra)
             tol = check.tolerance(out_dtype)
@@ -204,14 +218,14 @@ def run_gemm(args):
                 if not err <= tol:
                     print(f"  WRONG {dname} {name} {mode}: relative error {err:.2e} > {tol:.0e}", flush=True)
             del ref
-            row["ref_ms"] = best.get("ref")
+            row["ref_ms"] = statistics.median(times["ref"]) if times["ref"] else None
             for mode in MODES:
-                ms = best.get(mode)
+                ms = statistics.median(times[mode]) if times[mode] else None
                 row[f"{mode}_ms"] = ms
-                row[f"{mode}_ratio"] = row["ref_ms"] / ms if ms and row["ref_ms"] else None
+                row[f"{mode}_ratio"] = statistics.median(pair_ratios[mode]) if pair_ratios[mode] else None
                 row[f"{mode}_tflops"] = flops / ms / 1e9 if ms else None
             row["ref_tflops"] = flops / row["ref_ms"] / 1e9 if row["ref_ms"] else None
-            if row["ref_ms"] and row["ref_ms"] < 0.05 and fns["auto"]:  # host time: small problems only
+            if row["ref_ms"] and row["ref_ms"] < 0.05 and fns["auto"] and fns["ref"]:  # host time: small problems only
                 row["ref_host_us"] = timing.host_us(fns["ref"], 100)
                 row["auto_host_us"] = timing.host_us(fns["auto"], 100)
             elem = 1 if dtype == torch.int8 else 2

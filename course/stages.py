@@ -610,6 +610,9 @@ class ScheduleContext:
         Cost: each partial is a ``block_m x block_n`` float32 tile written once and read once
         (through L2). The owner holds two tiles at once, which spills registers with 128 x 256
         tiles on 8 warps (measured: a spill-free variant that sums row chunks was no faster).
+        Measured on an H100 (aligned Stream-K, 128 x 128 tiles split in two): the flag wait costs
+        nothing measurable; writing and reading the partials costs about 5 us a launch (13 us for
+        128 x 256 tiles in four pieces).
         On small problems the fixed cost of each piece (pipeline fill, epilogue) matters more
         than the fix-up itself: give each program long pieces. Example::
 
