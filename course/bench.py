@@ -124,6 +124,15 @@ def _time(fn, rep):
     return timing.bench(fn, warmup=max(5, rep // 4), rep=rep)
 
 
+def _time_or_report(fn, rep, label):
+    """``_time(fn, rep)``, or None after printing why when ``fn`` raises (the run goes on)."""
+    try:
+        return _time(fn, rep)
+    except Exception as e:
+        print(f"  {label}: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
 def _exact(a, b, extra):
     """The float64 reference of what ``_ours`` computes (exact for int8: |sums| stay below 2^53)."""
     ref = a.double() @ b.double()
@@ -193,22 +202,19 @@ def run_gemm(args):
                 for mode in MODES:
                     if fns[mode] is None:
                         continue
-                    try:
-                        ms = _time(fns[mode], rep)
-                    except Exception as e:
-                        print(f"  {dname} {name} {mode}: {type(e).__name__}: {e}", flush=True)
+                    ms = _time_or_report(fns[mode], rep, f"{dname} {name} {mode}")
+                    if ms is None:
                         fns[mode] = None
                         continue
                     times[mode].append(ms)
-                    if fns["ref"] is not None:
-                        try:
-                            ref_ms = _time(fns["ref"], rep)
-                        except Exception as e:
-                            print(f"  {dname} {name} reference: {type(e).__name__}: {e}", flush=True)
-                            fns["ref"] = None
-                            continue
-                        times["ref"].append(ref_ms)
-                        pair_ratios[mode].append(ref_ms / ms)
+                    if fns["ref"] is None:
+                        continue
+                    ref_ms = _time_or_report(fns["ref"], rep, f"{dname} {name} reference")
+                    if ref_ms is None:
+                        fns["ref"] = None
+                        continue
+                    times["ref"].append(ref_ms)
+                    pair_ratios[mode].append(ref_ms / ms)
             # Every kernel that was timed is also checked: a fast wrong answer must not count.
             ref = _exact(a, b, extra)
             tol = check.tolerance(out_dtype)

@@ -479,9 +479,10 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
     hopper = not runtime.INTERPRET and _capability() >= (9, 0)
     if mode == "auto":
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
-    sk = streamk_tiles_for(M, N, config, num_sms) if mode == "streamk" else 0
-    if sk_tiles is not None and mode == "streamk":
-        sk = sk_tiles
+    if mode != "streamk":
+        sk = 0
+    else:
+        sk = streamk_tiles_for(M, N, config, num_sms) if sk_tiles is None else sk_tiles
     if sk_programs is None:
         sk_programs = streamk_programs_for(M, N, K, config, num_sms) if sk else 0
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
