@@ -14,8 +14,11 @@ Modes:
   partial wave are cut into K-iterations shared evenly by as many programs as give each one
   K-chunk of one tile (``iter_range``, ``streamk_programs_for``), and the programs that share a
   tile add their partial sums (``streamk_fixup``).
-* ``"auto"``: Stream-K when the last wave would leave many SMs idle (wave quantization), else
-  persistent.
+* ``"tail"``: two persistent launches. The main part of C, whole rows (or columns) of tiles that
+  fill whole waves of SMs, takes the big tiles; the strip left over takes tiles a quarter the size
+  (``tail_plan_for``), so the last wave is short instead of as long as a full one.
+* ``"auto"``: Stream-K or the tail split when the last wave would leave many SMs idle (wave
+  quantization), else persistent (``choose_mode``).
 
 On Hopper (sm_90) tiles move through tensor descriptors (TMA, the bulk copy engine) when the
 layouts allow it (a unit stride, 16-byte aligned rows). The host builds the descriptors
@@ -48,10 +51,10 @@ from course.stages import (
     make_tensor_view,
 )
 
-__all__ = ["Config", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "streamk_programs_for", "MODES", "supported_dtypes"]
+__all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
+           "streamk_programs_for", "tail_plan_for", "MODES", "supported_dtypes"]
 
-MODES = ("auto", "persistent", "streamk")
+MODES = ("auto", "persistent", "streamk", "tail")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,8 +216,10 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
 
     Shape classes, from measurements on H100/H200 (``scratch/`` study and ``python -m course.bench
     gemm``): decode (M <= 64) streams B with short, wide-K tiles; larger problems take 128 x 256
-    tiles (8 warps), or 128 x 128 (4 warps, 5 stages) when that fills the last wave of SMs clearly
-    better (by over 5% of the SMs; a 128 x 128 tile does less work per SM).
+    tiles (8 warps), which ``mode="auto"`` runs as a tail split where their waves are under 90% full
+    and ``tail_plan_for`` finds a cut (2-byte types); else 128 x 128 (4 warps, 5 stages) when that
+    fills the last wave of SMs clearly better (by over 5% of the SMs; a 128 x 128 tile does less
+    work per SM).
     Under the interpreter every block is 16 (the smallest tile a GPU dot accepts).
 
     Triton tiles are powers of two. A 128 x 192 tile made of two dots (128 + 64 columns), which
@@ -242,6 +247,9 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
         if esize == 1:  # int8: a longer K step (H100, 1024^3: 0.87 x _int_mm against 0.84 with 128)
             return Config(64, 128, 2 * bk, num_warps=4, num_stages=4, tma=True, tma_store=True)
         return Config(64, 128, bk, num_warps=4, num_stages=5, tma=True, tma_store=True)
+    wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
+    if esize == 2 and _tail_pays(M, N, wide, sms):  # 128 x 256 tiles in whole waves, a strip of small ones
+        return wide
     if _wave_efficiency(M, N, 128, 128, sms) > _wave_efficiency(M, N, 128, 256, sms) + 0.05:
         # 128 x 128 fills the last wave clearly better: TMA loads and stores, a deep pipeline. A
         # 128 x 128 tile does ~8% less per SM than 128 x 256 (H100: 8192 x 10240 x 8192, wave
@@ -249,7 +257,7 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
         if esize == 1:  # int8: K steps of 256 on 8 warps (H100: +2-6% on the five mid shapes measured)
             return Config(128, 128, 2 * bk, num_warps=8, num_stages=3, tma=True, tma_store=True)
         return Config(128, 128, bk, num_warps=4, num_stages=5 if esize == 2 else 4, tma=True, tma_store=True)
-    return Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
+    return wide
 
 
 def _streamk_pays(M, N, K, config, sms, dtype=None):
@@ -311,8 +319,72 @@ def streamk_programs_for(M: int, N: int, K: int, config: Config, num_sms: int | 
     return sk * split
 
 
+@dataclasses.dataclass(frozen=True)
+class TailPlan:
+    """How ``mode="tail"`` cuts C: at row ``cut`` (``axis="m"``) or column ``cut`` (``axis="n"``).
+    ``C[:cut]`` (or ``C[:, :cut]``) fills ``main_tiles`` tiles of the launch's config, whole waves;
+    the strip past the cut takes ``tail_tiles`` tiles of ``tail_config``, at most one wave."""
+
+    axis: str
+    cut: int
+    tail_config: Config
+    main_tiles: int
+    tail_tiles: int
+
+
+def _tail_config(config: Config) -> Config:
+    # half the rows and half the columns (a quarter of the work), 4 warps, one stage more
+    return Config(max(16, config.block_m // 2), max(16, config.block_n // 2), config.block_k, num_warps=4,
+                  num_stages=config.num_stages + 1, group_size_m=config.group_size_m, tma=config.tma,
+                  tma_store=config.tma_store)
+
+
+@functools.lru_cache(maxsize=4096)
+def tail_plan_for(M: int, N: int, config: Config, num_sms: int | None = None) -> "TailPlan | None":
+    """Where ``mode="tail"`` cuts an ``M x N`` output, or None when no cut works.
+
+    The cut keeps the most whole rows (or columns) of ``config`` tiles whose tiles fill their
+    waves of ``num_sms`` programs to at least 97%, and needs the strip past it to fit in one wave
+    of tiles half as tall and half as wide. Both launches are persistent. Why it pays: a ragged
+    last wave of big tiles costs as long as a full one; the small tiles of the strip, a quarter
+    of the work each, finish sooner (H100, bf16, 3072^3: 0.83 x cuBLAS with 128 x 128 tiles, 0.90
+    with 2816 rows of 128 x 256 tiles and a 256-row strip of 64 x 128 ones). Small tiles do not run
+    4x faster: their K loop is bound by latency, not by the tensor cores (at 3072^3, 64 x 128 tiles
+    took 0.6 of the time of 128 x 256 ones), so the gain is about a third of a wave.
+
+        >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut  # doctest: +SKIP
+        2816
+    """
+    sms = num_sms or _num_sms()
+    tail = _tail_config(config)
+    best = None
+    for axis, block, along, other in (("m", config.block_m, _cdiv(M, config.block_m), _cdiv(N, config.block_n)),
+                                      ("n", config.block_n, _cdiv(N, config.block_n), _cdiv(M, config.block_m))):
+        # the most whole rows (columns) of tiles that fill whole waves
+        rows = next((r for r in range(along - 1, 0, -1) if r * other / (_cdiv(r * other, sms) * sms) >= 0.97), 0)
+        if not rows:
+            continue
+        cut = rows * block
+        strip_m, strip_n = (M - cut, N) if axis == "m" else (M, N - cut)
+        tail_tiles = _cdiv(strip_m, tail.block_m) * _cdiv(strip_n, tail.block_n)
+        plan = TailPlan(axis, cut, tail, rows * other, tail_tiles)
+        if tail_tiles <= sms and (best is None or (plan.main_tiles, -tail_tiles) > (best.main_tiles, -best.tail_tiles)):
+            best = plan
+    return best
+
+
+def _tail_pays(M, N, config, sms):
+    # Measured (H100/H200, bf16): the tail split beat every other schedule where the config's tiles
+    # fill their waves to under 90% (3072^3 0.83 -> 0.90 x cuBLAS, 4224^3 0.94 -> 0.98); where the
+    # waves are nearly full there is little to win and a second launch to pay.
+    return config.block_m >= 128 and _wave_efficiency(M, N, config.block_m, config.block_n, sms) < 0.9 \
+        and tail_plan_for(M, N, config, sms) is not None
+
+
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None) -> str:
-    """What ``mode="auto"`` runs: ``"streamk"`` where the last, partial wave of tiles can be split
+    """What ``mode="auto"`` runs: ``"tail"`` for 2-byte inputs whose tiles fill their waves to
+    under 90% when a tail split exists (``tail_plan_for``); else ``"streamk"`` where the last,
+    partial wave of tiles can be split
     into K-chunks shared by two or more programs each (``streamk_programs_for``) and the problem is
     big enough to pay for it, else ``"persistent"``.
 
@@ -325,6 +397,9 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
     if runtime.INTERPRET:  # exercise both schedules on the CPU
         tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
         return "streamk" if tiles % sms else "persistent"
+    two_byte = dtype is None or _ELEMENT_SIZE.get(dtype) == 2
+    if two_byte and _tail_pays(M, N, config, sms):
+        return "tail"
     return "streamk" if _streamk_pays(M, N, K, config, sms, dtype) else "persistent"
 
 
@@ -479,6 +554,12 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
     hopper = not runtime.INTERPRET and _capability() >= (9, 0)
     if mode == "auto":
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
+    if mode == "tail":
+        plan = tail_plan_for(M, N, config, num_sms)
+        if plan is not None:
+            return _launch_tail(a, b, c, config, plan, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
+                                flatten=flatten)
+        mode = "persistent"  # no cut fills whole waves: one launch
     if mode != "streamk":
         sk = 0
     else:
@@ -539,6 +620,21 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
     return c
 
 
+def _launch_tail(a, b, c, config, plan, *, a_scale, b_scale, bias, tma, flatten):
+    """``mode="tail"``: the main part and the strip of ``plan`` as two persistent launches on views
+    of the same tensors (and of the scales and bias that go with those rows or columns)."""
+    cut = plan.cut
+    pick = lambda v, part: None if v is None else v[part]  # noqa: E731
+    for part, cfg in ((slice(None, cut), config), (slice(cut, None), plan.tail_config)):
+        if plan.axis == "m":
+            _launch(a[part], b, c[part], cfg, "persistent", a_scale=pick(a_scale, part), b_scale=b_scale,
+                    bias=bias, tma=tma, flatten=flatten if cfg is config else None)
+        else:
+            _launch(a, b[:, part], c[:, part], cfg, "persistent", a_scale=a_scale, b_scale=pick(b_scale, part),
+                    bias=pick(bias, part), tma=tma, flatten=flatten if cfg is config else None)
+    return c
+
+
 def _candidates(M, N, K, dtype):
     base = heuristic_config(M, N, K, dtype)
     esize = _ELEMENT_SIZE[dtype]
@@ -565,7 +661,8 @@ def _autotuned(a, b, c, mode, **kw):
 
         best = None
         for cfg in _candidates(M, N, K, a.dtype):
-            for m in (("persistent", "streamk") if mode == "auto" else (mode,)):
+            modes = ("persistent", "streamk") + (("tail",) if tail_plan_for(M, N, cfg) else ())
+            for m in (modes if mode == "auto" else (mode,)):
                 try:
                     ms = timing.bench(lambda: _launch(a, b, c, cfg, m, **kw), warmup=5, rep=20)
                 except triton.runtime.errors.OutOfResources:
@@ -607,8 +704,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     ``a``: (M, K), ``b``: (K, N), same dtype: float16, bfloat16 (GPU), float32 (TF32 on a GPU's
     tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
     without copies. ``bias``: length N, added to every row. ``out_dtype``: float16, bfloat16 or
-    float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent" or
-    "streamk". ``config``: a :class:`Config` (default: :func:`heuristic_config`).
+    float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
+    "streamk" or "tail" (see the module docstring). ``config``: a :class:`Config` (default: :func:`heuristic_config`).
     ``autotune=True`` times a few configs on the GPU once per shape and keeps the fastest.
     ``out``: write into this (M, N) tensor instead of a new one.
 

@@ -118,6 +118,65 @@ def test_k_smaller_than_or_not_a_multiple_of_block_k(K):
         check(f"K={K} {mode}", out, _reference(a, b))
 
 
+# A cut of C along rows ("m") and one along columns ("n") that tail_plan_for accepts here: on a GPU
+# with the heuristic's 128 x 256 tiles (3000 rows: 22 rows of tiles fill 2 waves of 132 SMs), on
+# the CPU with 16 x 16 tiles and 4 programs.
+TAIL_CASES = pick(cpu={"m": (80, 64, 40), "n": (48, 80, 33)},
+                  gpu={"m": (3000, 2984, 1048), "n": (512, 10232, 1048)})
+
+
+def _tail_plan(M, N, K, config=None):
+    plan = gemm.tail_plan_for(M, N, config or gemm.heuristic_config(M, N, K, torch.float16))
+    assert plan is not None, f"{M}x{N}x{K}: no tail split here, the test would not test it"
+    return plan
+
+
+@pytest.mark.parametrize("axis", ["m", "n"])
+@pytest.mark.parametrize("layouts", ["rrr", "ccr", "rcc", "crc"])
+def test_tail_split_matches_float64(axis, layouts):
+    """mode="tail": two launches on views of A, B, C and the bias, cut along rows or columns."""
+    M, N, K = TAIL_CASES[axis]
+    assert _tail_plan(M, N, K).axis == axis
+    a_l, b_l, c_l = layouts
+    a = _randn(M, K) if a_l == "r" else _randn(K, M).T
+    b = _randn(K, N) if b_l == "r" else _randn(N, K).T
+    bias = _randn(N, dtype=torch.float32)
+    out = poisoned((M, N), torch.float16, DEVICE) if c_l == "r" else poisoned((N, M), torch.float16, DEVICE).T
+    matmul(a, b, bias=bias, mode="tail", out=out)
+    check(f"tail split along {axis}, A {a_l} B {b_l} C {c_l}", out, _reference(a, b, bias))
+
+
+@pytest.mark.parametrize("axis", ["m", "n"])
+def test_tail_split_int8_scales_follow_the_cut(axis):
+    M, N, K = TAIL_CASES[axis]
+    cfg = pick(cpu=None, gpu=Config(128, 256, 128, num_warps=8, num_stages=3))  # auto picks no tail for int8
+    _tail_plan(M, N, K, cfg)
+    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+    out = poisoned((M, N), torch.float32, DEVICE)
+    matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode="tail", config=cfg, out=out)
+    check(f"int8 tail split along {axis}", out, ref, tol=1e-5)
+
+
+def test_tail_plan_cuts_whole_waves_and_one_short_one():
+    W = Config(128, 256, 64, num_warps=8, num_stages=4)
+    cd = triton.cdiv
+    for M in (128, 512, 1000, 1536, 3072, 4224, 5000, 8192):
+        for N in (256, 3072, 4224, 6144, 10240, 14336):
+            plan = gemm.tail_plan_for(M, N, W, 132)
+            if plan is None:
+                continue
+            block = W.block_m if plan.axis == "m" else W.block_n
+            extent = M if plan.axis == "m" else N
+            assert plan.cut % block == 0 and 0 < plan.cut < extent, (M, N, plan)
+            assert plan.main_tiles == (plan.cut // block) * (cd(N, W.block_n) if plan.axis == "m" else cd(M, W.block_m))
+            assert plan.main_tiles / (cd(plan.main_tiles, 132) * 132) >= 0.97, (M, N, plan)
+            assert plan.tail_tiles <= 132, (M, N, plan)
+            t = plan.tail_config
+            assert (t.block_m, t.block_n) == (64, 128)
+    assert gemm.tail_plan_for(3072, 3072, W, 132).cut == 2816  # 22 rows of 12 tiles: two waves
+    assert gemm.tail_plan_for(1536, 1536, W, 132) is None  # 72 tiles: not even one wave to keep
+
+
 @pytest.mark.parametrize("share", ["none", "some", "all"])
 def test_streamk_tile_counts(share):
     """Stream-K with 0 tiles (full waves), a partial last wave, and every tile (fewer tiles than SMs)."""
@@ -148,7 +207,7 @@ def test_config_as_dict_and_modes_agree():
     a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
     cfg = dict(block_m=16, block_n=32, block_k=16, num_warps=4, num_stages=2)
     ref = _reference(a, b)
-    for mode in MODES:
+    for mode in gemm.MODES:
         check(f"config dict, {mode}", matmul(a, b, mode=mode, config=cfg), ref)
 
 
@@ -261,10 +320,10 @@ def test_tensor_descriptors_for_every_layout(layouts, mode):
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES + ["tail"])
 def test_matmul_replays_in_a_cuda_graph(mode):
     # The way to pay the Python launch cost once: capture, then replay on new data in place.
-    M, N, K = 512, 1024, 768
+    M, N, K = TAIL_CASES["n"] if mode == "tail" else (512, 1024, 768)
     a, b = _randn(M, K), _randn(N, K).T
     out = poisoned((M, N), torch.float16, DEVICE)
     matmul(a, b, mode=mode, out=out)  # compile and allocate outside the capture
@@ -310,7 +369,7 @@ def test_heuristic_and_mode_choice_are_valid():
         for dt in gemm.supported_dtypes():
             cfg = gemm.heuristic_config(M, N, K, dt)
             assert isinstance(cfg, Config)
-            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk")
+            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail")
 
 
 # --- errors -------------------------------------------------------------------------------------
