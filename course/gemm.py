@@ -222,10 +222,14 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     work per SM).
     Under the interpreter every block is 16 (the smallest tile a GPU dot accepts).
 
-    Triton tiles are powers of two. A 128 x 192 tile made of two dots (128 + 64 columns), which
-    would fill the last wave at 1536^3, 3072^3 and 512 x 6144 x 4096, measured 0.5-0.7 x cuBLAS on
-    the H100 (Triton 3.6): two narrower wgmmas read the A tile twice, and even 128 + 128 columns
-    as two dots ran at 0.76 of one 256-wide dot.
+    Triton tiles are powers of two; cuBLAS's are not. On the H100 (torch 2.11, profiler kernel
+    names) it runs 144 x 128 tiles at 1536^3 (132 tiles: one full wave), 192 x 192 at 3072^3 and
+    4224^3, 192 x 128 at 512 x 6144 x 4096 and 320 x 128 at 512 x 10240 x 8192 (128 tiles each),
+    which is where it stays ahead of us. A 128 x 192 tile made of two dots (128 + 64 columns)
+    measured 0.5-0.7 x cuBLAS (Triton 3.6): two narrower wgmmas read the A tile twice, and even
+    128 + 128 columns as two dots ran at 0.76 of one 256-wide dot. In Gluon, where the two wgmmas
+    can be issued together and waited on once, a plain TMA-ring 128 x 192 kernel (not persistent,
+    not warp-specialized) reached 0.86 at 512 x 6144 x 4096 and 0.76 at 1536^3.
 
         >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
         16
@@ -240,13 +244,17 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     if M <= 64:
         if esize == 1 and N >= 10240:  # int8, wide weights: wider tiles through TMA (H100: 0.96-1.03 x _int_mm
             return Config(64, 128, bk, num_warps=4, num_stages=4, tma=True, tma_store=False)  # vs 0.82-0.99)
+        if esize == 2 and 2 * _cdiv(N, 64) <= sms:  # 64-wide tiles would leave half the SMs idle: 32-wide,
+            # a deep pipeline (H100, 64 x 4096 x 4096: 0.94 -> 0.98 x cuBLAS, which runs 64 x 32 tiles; for
+            # N >= 6144 the same tiles measured 0.89-0.96 against 0.94-1.03 with 64 x 64)
+            return Config(64, 32, 2 * bk, num_warps=4, num_stages=8, tma=False, tma_store=False)
         return Config(64, 64, 2 * bk, num_warps=4, num_stages=5 if esize == 2 else 3, tma=False, tma_store=False)
     if esize == 4:
         return Config(128, 128, bk, num_warps=8, num_stages=3)
     if _cdiv(M, 128) * _cdiv(N, 128) < sms // 2:  # small: even 128 x 128 leaves SMs idle
         if esize == 1:  # int8: a longer K step (H100, 1024^3: 0.87 x _int_mm against 0.84 with 128)
             return Config(64, 128, 2 * bk, num_warps=4, num_stages=4, tma=True, tma_store=True)
-        return Config(64, 128, bk, num_warps=4, num_stages=5, tma=True, tma_store=True)
+        return Config(64, 128, bk, num_warps=4, num_stages=7, tma=True, tma_store=True)  # 1024^3: s5 0.90, s7 0.93
     wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
     if esize == 2 and _tail_pays(M, N, wide, sms):  # 128 x 256 tiles in whole waves, a strip of small ones
         return wide
@@ -256,7 +264,8 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
         # efficiencies 0.995 / 0.970: 0.89 x cuBLAS with 128 x 128, 1.02 with 128 x 256)
         if esize == 1:  # int8: K steps of 256 on 8 warps (H100: +2-6% on the five mid shapes measured)
             return Config(128, 128, 2 * bk, num_warps=8, num_stages=3, tma=True, tma_store=True)
-        return Config(128, 128, bk, num_warps=4, num_stages=5 if esize == 2 else 4, tma=True, tma_store=True)
+        # 6 stages: 512 x 4096 x 4096 0.94 -> 0.99 x cuBLAS (H100), which runs 128 x 128 x 64 with 6
+        return Config(128, 128, bk, num_warps=4, num_stages=6 if esize == 2 else 4, tma=True, tma_store=True)
     return wide
 
 
@@ -350,7 +359,9 @@ def tail_plan_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
     of the work each, finish sooner (H100, bf16, 3072^3: 0.83 x cuBLAS with 128 x 128 tiles, 0.90
     with 2816 rows of 128 x 256 tiles and a 256-row strip of 64 x 128 ones). Small tiles do not run
     4x faster: their K loop is bound by latency, not by the tensor cores (at 3072^3, 64 x 128 tiles
-    took 0.6 of the time of 128 x 256 ones), so the gain is about a third of a wave.
+    took 0.6 of the time of 128 x 256 ones), so the gain is about a third of a wave. The price is
+    on the host: two launches, about 150 us of Python a call instead of 70 (capture the call in a
+    CUDA graph where that matters).
 
         >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut  # doctest: +SKIP
         2816
