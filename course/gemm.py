@@ -217,7 +217,7 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     Shape classes, from measurements on H100/H200 (``scratch/`` study and ``python -m course.bench
     gemm``): decode (M <= 64) streams B with short, wide-K tiles; larger problems take 128 x 256
     tiles (8 warps), which ``mode="auto"`` runs as a tail split where their waves are under 90% full
-    and ``tail_plan_for`` finds a cut (2-byte types); else 128 x 128 (4 warps, 5 stages) when that
+    and ``tail_plan_for`` finds a cut (2-byte types); else 128 x 128 (4 warps, 6 stages) when that
     fills the last wave of SMs clearly better (by over 5% of the SMs; a 128 x 128 tile does less
     work per SM).
     Under the interpreter every block is 16 (the smallest tile a GPU dot accepts).
@@ -386,7 +386,7 @@ def tail_plan_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
 
 def _tail_pays(M, N, config, sms):
     # Measured (H100/H200, bf16): the tail split beat every other schedule where the config's tiles
-    # fill their waves to under 90% (3072^3 0.83 -> 0.90 x cuBLAS, 4224^3 0.94 -> 0.98); where the
+    # fill their waves to under 90% (3072^3 0.83 -> 0.90 x cuBLAS, 4224^3 0.94 -> 0.97); where the
     # waves are nearly full there is little to win and a second launch to pay.
     return config.block_m >= 128 and _wave_efficiency(M, N, config.block_m, config.block_n, sms) < 0.9 \
         and tail_plan_for(M, N, config, sms) is not None
@@ -634,15 +634,13 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
 def _launch_tail(a, b, c, config, plan, *, a_scale, b_scale, bias, tma, flatten):
     """``mode="tail"``: the main part and the strip of ``plan`` as two persistent launches on views
     of the same tensors (and of the scales and bias that go with those rows or columns)."""
-    cut = plan.cut
     pick = lambda v, part: None if v is None else v[part]  # noqa: E731
-    for part, cfg in ((slice(None, cut), config), (slice(cut, None), plan.tail_config)):
-        if plan.axis == "m":
-            _launch(a[part], b, c[part], cfg, "persistent", a_scale=pick(a_scale, part), b_scale=b_scale,
-                    bias=bias, tma=tma, flatten=flatten if cfg is config else None)
-        else:
-            _launch(a, b[:, part], c[:, part], cfg, "persistent", a_scale=a_scale, b_scale=pick(b_scale, part),
-                    bias=pick(bias, part), tma=tma, flatten=flatten if cfg is config else None)
+    everything = slice(None)
+    for part, cfg in ((slice(None, plan.cut), config), (slice(plan.cut, None), plan.tail_config)):
+        rows, cols = (part, everything) if plan.axis == "m" else (everything, part)
+        _launch(a[rows], b[:, cols], c[rows, cols], cfg, "persistent", a_scale=pick(a_scale, rows),
+                b_scale=pick(b_scale, cols), bias=pick(bias, cols), tma=tma,
+                flatten=flatten if cfg is config else None)
     return c
 
 
@@ -716,7 +714,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
     without copies. ``bias``: length N, added to every row. ``out_dtype``: float16, bfloat16 or
     float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
-    "streamk" or "tail" (see the module docstring). ``config``: a :class:`Config` (default: :func:`heuristic_config`).
+    "streamk" or "tail" (see the module docstring). ``config``: a :class:`Config` (default:
+    :func:`heuristic_config`).
     ``autotune=True`` times a few configs on the GPU once per shape and keeps the fastest.
     ``out``: write into this (M, N) tensor instead of a new one.
 
