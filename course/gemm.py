@@ -227,9 +227,12 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     4224^3, 192 x 128 at 512 x 6144 x 4096 and 320 x 128 at 512 x 10240 x 8192 (128 tiles each),
     which is where it stays ahead of us. A 128 x 192 tile made of two dots (128 + 64 columns)
     measured 0.5-0.7 x cuBLAS (Triton 3.6): two narrower wgmmas read the A tile twice, and even
-    128 + 128 columns as two dots ran at 0.76 of one 256-wide dot. In Gluon, where the two wgmmas
-    can be issued together and waited on once, a plain TMA-ring 128 x 192 kernel (not persistent,
-    not warp-specialized) reached 0.86 at 512 x 6144 x 4096 and 0.76 at 1536^3.
+    128 + 128 columns as two dots ran at 0.76 of one 256-wide dot. Gluon can issue the two
+    wgmmas together and wait once, but our Gluon kernels (two accumulators, a TMA ring, persistent
+    or not, with or without a one-warp TMA producer partition) at best tied this file's kernel:
+    0.83-0.87 x cuBLAS at 512 x 6144 x 4096 (128 x 192), 0.74-0.81 at 1536^3 (128 x 144, one full
+    wave), 0.73-0.76 at 3072^3, and 0.79-0.90 at 4096^3 where this kernel reaches 0.99: what they
+    lack is a mainloop as good as Triton's (or cuBLAS's), not only the tile shape.
 
         >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
         16
@@ -299,7 +302,11 @@ def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None
 
     Measured alternative (H100, bf16, 28 shapes, same run): sharing one full wave more than the
     remainder, so that each program gets over a tile of Stream-K work, was slower: geometric
-    mean 0.84 x cuBLAS against 0.90 for the remainder alone (and 0.94 persistent).
+    mean 0.84 x cuBLAS against 0.90 for the remainder alone (and 0.94 persistent). Sharing every
+    tile loses most on the small shapes Stream-K is meant for (H100, 128 x 128 tiles: 1536^3 0.62
+    x cuBLAS against 0.71 persistent, 512 x 6144 x 4096 0.59 against 0.79): each shared tile costs
+    a second pipeline fill and a partial written and read through L2, several microseconds, where
+    the whole product takes 16-41 us.
     """
     sms = num_sms or _num_sms()
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
@@ -360,7 +367,7 @@ def tail_plan_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
     with 2816 rows of 128 x 256 tiles and a 256-row strip of 64 x 128 ones). Small tiles do not run
     4x faster: their K loop is bound by latency, not by the tensor cores (at 3072^3, 64 x 128 tiles
     took 0.6 of the time of 128 x 256 ones), so the gain is about a third of a wave. The price is
-    on the host: two launches, about 150 us of Python a call instead of 70 (capture the call in a
+    on the host: two launches, about 140 us of Python a call instead of 60 (capture the call in a
     CUDA graph where that matters).
 
         >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut  # doctest: +SKIP
@@ -464,6 +471,8 @@ def _check_pair(a, b) -> None:
 
 
 def _check_dtype(dtype: torch.dtype) -> None:
+    if dtype is torch.float16 or dtype is torch.float32 or (dtype is torch.bfloat16 and not runtime.INTERPRET):
+        return  # the common case, without asking the GPU what it supports (a host-time saving)
     name = str(dtype).replace("torch.", "")
     if dtype == torch.int8:
         raise TypeError("a and b are int8: use matmul_int8(a, b, a_scale, b_scale) (int32 accumulation "
@@ -517,7 +526,6 @@ def _resolve_config(config, M, N, K, dtype) -> Config:
 # ----------------------------------------------------------------------------------------------
 _WORKSPACES: dict = {}
 _TUNED: dict = {}
-_SHRUNK: dict = {}  # configs that needed fewer stages than asked for
 
 
 def _workspace(device, num_sms, tile_elems, acc_dtype):
@@ -554,31 +562,61 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
     return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [block_rows, block_cols])
 
 
-def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None,
-            sk_tiles=None, sk_programs=None):
-    """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_tiles``/``sk_programs``
-    force a choice (studies)."""
+@dataclasses.dataclass
+class _LaunchPlan:
+    """Everything about a launch that depends only on shapes, strides, dtypes, alignment and the
+    configuration, worked out once per such combination (``_plan_for``)."""
+
+    config: Config  # with fewer stages where the GPU's shared memory needed it
+    shrunk_key: tuple  # where a config that needs fewer stages is remembered for every shape
+    tail: "TailPlan | None"  # mode "tail" with a cut: two launches (the rest is unused then)
+    grid: tuple
+    use_tma: bool  # A and B through tensor descriptors
+    a_t: bool  # A (B) stored transposed
+    b_t: bool
+    tma_store: bool  # C through a tensor descriptor
+    c_t: bool
+    num_sms: int
+    streamk_tiles: int
+    constexprs: dict  # the kernel's compile-time arguments but the stage count
+
+
+_PLANS: dict = {}
+_SHRUNK: dict = {}  # configs that needed fewer stages than asked for, whatever the shape
+
+
+def _plan_for(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+    """The cached launch plan for these operands. Recomputed on every call, it cost about 10 us of
+    host time (H100: 71 -> 61 us a call with tensor descriptors, 68 -> 37 us with pointer loads,
+    with the cheaper dtype check)."""
+    key = (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
+           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config, mode, quantized, has_bias, tma, flatten,
+           sk_tiles, sk_programs)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 4096:  # many shapes seen (e.g. a varying batch): start over rather than grow
+            _PLANS.clear()
+        plan = _PLANS[key] = _make_plan(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles,
+                                        sk_programs)
+    return plan
+
+
+def _make_plan(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
     M, K = a.shape
     N = b.shape[1]
-    quantized = a.dtype == torch.int8
     num_sms = _num_sms()
     hopper = not runtime.INTERPRET and _capability() >= (9, 0)
     if mode == "auto":
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
-    if mode == "tail":
-        plan = tail_plan_for(M, N, config, num_sms)
-        if plan is not None:
-            return _launch_tail(a, b, c, config, plan, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
-                                flatten=flatten)
+    tail = tail_plan_for(M, N, config, num_sms) if mode == "tail" else None
+    if mode == "tail" and tail is None:
         mode = "persistent"  # no cut fills whole waves: one launch
-    if mode != "streamk":
-        sk = 0
-    else:
+    sk = 0
+    if mode == "streamk":
         sk = streamk_tiles_for(M, N, config, num_sms) if sk_tiles is None else sk_tiles
     if sk_programs is None:
         sk_programs = streamk_programs_for(M, N, K, config, num_sms) if sk else 0
     tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
-    grid = (num_sms if sk else min(num_sms, tiles),)
     if tma is None:
         tma = config.tma
     if tma is None:  # measured with host-built descriptors: TMA as fast or faster (0.952 against 0.946
@@ -592,43 +630,58 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
         tma_store = True
     c_t = _tma_layout(c) if tma_store and hopper else None
     tma_store = c_t is not None
-    even_k = K % config.block_k == 0
     if flatten is None:
         flatten = config.block_m >= 128
-    acc_dtype = torch.int32 if quantized else torch.float32
-    partials, flags = _workspace(a.device, num_sms, config.block_m * config.block_n, acc_dtype) if sk else (c, c)
+    shrunk_key = (config, a.dtype, c.dtype, use_tma, tma_store, sk > 0)
+    config = _SHRUNK.get(shrunk_key, config)
+    constexprs = dict(
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_SIZE_M=config.group_size_m,
+        NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs, EVEN_K=K % config.block_k == 0,
+        HAS_BIAS=has_bias, QUANTIZED=quantized, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t), B_T=bool(b_t),
+        TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1, FLATTEN=flatten,
+        num_warps=config.num_warps)
+    return _LaunchPlan(config, shrunk_key, tail, (num_sms if sk else min(num_sms, tiles),), use_tma, bool(a_t), bool(b_t),
+                       tma_store, bool(c_t), num_sms, sk, constexprs)
+
+
+def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None,
+            sk_tiles=None, sk_programs=None):
+    """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_tiles``/``sk_programs``
+    force a choice (studies)."""
+    quantized = a.dtype == torch.int8
+    plan = _plan_for(a, b, c, config, mode, quantized, bias is not None, tma, flatten, sk_tiles, sk_programs)
+    if plan.tail is not None:
+        return _launch_tail(a, b, c, config, plan.tail, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
+                            flatten=flatten)
+    config = plan.config
+    if plan.streamk_tiles:
+        acc_dtype = torch.int32 if quantized else torch.float32
+        partials, flags = _workspace(a.device, plan.num_sms, config.block_m * config.block_n, acc_dtype)
+    else:
+        partials = flags = c
     dummy = c  # unused pointer arguments (no scales / no bias)
     A, B, C = a, b, c
-    if use_tma:
-        A = _host_descriptor(a, a_t, config.block_m, config.block_k)
-        B = _host_descriptor(b, b_t, config.block_k, config.block_n)
-    if tma_store:
-        C = _host_descriptor(c, c_t, config.block_m, config.block_n // (1 if c_t else config.store_halves))
-    key = (config, a.dtype, c.dtype, use_tma, tma_store, sk > 0)
-    config = _SHRUNK.get(key, config)
+    if plan.use_tma:
+        A = _host_descriptor(a, plan.a_t, config.block_m, config.block_k)
+        B = _host_descriptor(b, plan.b_t, config.block_k, config.block_n)
+    if plan.tma_store:
+        C = _host_descriptor(c, plan.c_t, config.block_m, config.block_n // (1 if plan.c_t else config.store_halves))
     while True:
         try:
-            _matmul_kernel[grid](
+            _matmul_kernel[plan.grid](
                 A, B, C, a_scale if quantized else dummy, b_scale if quantized else dummy,
                 bias if bias is not None else dummy, partials, flags,
-                M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                a.shape[0], b.shape[1], a.shape[1], *a.stride(), *b.stride(), *c.stride(),
                 bias.stride(0) if bias is not None else 1,
-                BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                GROUP_SIZE_M=config.group_size_m, NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs,
-                EVEN_K=even_k, HAS_BIAS=bias is not None, QUANTIZED=quantized,
-                ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t), B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t),
-                C_HALVES=config.store_halves if not c_t else 1, FLATTEN=flatten,
-                num_warps=config.num_warps, num_stages=config.num_stages,
-            )
-            break
+                num_stages=config.num_stages, **plan.constexprs)
+            return c
         except triton.runtime.errors.OutOfResources as e:
-            # Too many pipeline stages for this GPU's shared memory: one fewer, remembered.
+            # Too many pipeline stages for this GPU's shared memory: one fewer, remembered in the plan.
             if config.num_stages <= 1:
                 raise ValueError(f"config {config} does not fit this GPU even with one stage ({e}): "
                                  "pass smaller blocks") from e
-            config = dataclasses.replace(config, num_stages=config.num_stages - 1)
-            _SHRUNK[key] = config
-    return c
+            config = plan.config = _SHRUNK[plan.shrunk_key] = dataclasses.replace(config,
+                                                                                  num_stages=config.num_stages - 1)
 
 
 def _launch_tail(a, b, c, config, plan, *, a_scale, b_scale, bias, tma, flatten):

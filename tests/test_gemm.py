@@ -81,6 +81,26 @@ def test_strided_output_rows():
     assert torch.isnan(big[1::2]).all(), "rows between the output rows were overwritten"
 
 
+def test_cached_launch_plans_follow_layout_and_alignment():
+    # One shape, five operand layouts in a row: each needs its own launch plan (TMA or pointer
+    # loads, transposed or not), so a plan cached for one must never serve another.
+    M, N, K = pick(cpu=(24, 40, 32), gpu=(256, 320, 192))
+    base = _randn(M * K + 8)
+    variants = {
+        "row-major": (_randn(M, K), _randn(K, N)),
+        "B transposed": (_randn(M, K), _randn(N, K).T),
+        "A 2 bytes off 16-byte alignment": (base[1:1 + M * K].view(M, K), _randn(K, N)),
+        "A transposed": (_randn(K, M).T, _randn(K, N)),
+        "row-major again": (_randn(M, K), _randn(K, N)),
+    }
+    gemm._PLANS.clear()
+    for name, (a, b) in variants.items():
+        out = poisoned((M, N), torch.float16, DEVICE)
+        matmul(a, b, out=out, mode="persistent")
+        check(f"{name} after the others", out, _reference(a, b))
+    assert len(gemm._PLANS) == 4, "the two row-major calls share a plan, every other layout has its own"
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("bias_dtype", [torch.float32, torch.float16], ids=["bias32", "bias16"])
 def test_bias_per_output_column(mode, bias_dtype):
