@@ -28,6 +28,10 @@ runs on either, and ``DescriptorOutputView`` has the same ``store`` (epilogue, t
 A :class:`Config` can turn TMA off (``heuristic_config`` does for decode, where pointer loads
 measured faster); other layouts, other GPUs and the interpreter use pointer loads (any strides).
 Under the interpreter (no GPU) the same launchers run on CPU tensors with tiny blocks.
+
+What a launch needs that depends only on shapes, strides, dtypes, alignment and the
+configuration (the mode, the grid, the layouts, the kernel's constants) is worked out on the
+first call and cached (``_plan_for``); later calls build the descriptors and launch.
 """
 
 
