@@ -350,8 +350,6 @@ def print_table(rows):
               f"  best-of-modes {best:.3f}" + (f"  (tail, {tails} shapes with a split: {g['tail']:.3f})" if tails else ""))
     host = [r for r in rows if r.get("auto_host_us")]
     if host:
-        import statistics
-
         print(f"host time per call, median of {len(host)} small shapes: ours "
               f"{statistics.median(r['auto_host_us'] for r in host):.0f} us, reference "
               f"{statistics.median(r['ref_host_us'] for r in host):.0f} us (not in the ratios: GPU times)")

@@ -575,47 +575,41 @@ class _LaunchPlan:
 
     config: Config  # with fewer stages where the GPU's shared memory needed it
     shrunk_key: tuple  # where a config that needs fewer stages is remembered for every shape
-    tail: "TailPlan | None"  # mode "tail" with a cut: two launches (the rest is unused then)
-    grid: tuple
-    use_tma: bool  # A and B through tensor descriptors
-    a_t: bool  # A (B) stored transposed
-    b_t: bool
-    tma_store: bool  # C through a tensor descriptor
-    c_t: bool
-    num_sms: int
-    streamk_tiles: int
-    constexprs: dict  # the kernel's compile-time arguments but the stage count
+    tail: "TailPlan | None"  # mode "tail" with a cut: two launches, nothing else is planned
+    grid: tuple = ()
+    constexprs: dict = dataclasses.field(default_factory=dict)  # the kernel's, but the stage count
 
 
 _PLANS: dict = {}
 _SHRUNK: dict = {}  # configs that needed fewer stages than asked for, whatever the shape
 
 
-def _plan_for(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+def _plan_for(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
     """The cached launch plan for these operands. Recomputed on every call, it cost about 10 us of
     host time (H100: 71 -> 61 us a call with tensor descriptors, 68 -> 37 us with pointer loads,
     with the cheaper dtype check)."""
     key = (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
-           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config, mode, quantized, has_bias, tma, flatten,
+           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config, mode, has_bias, tma, flatten,
            sk_tiles, sk_programs)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= 4096:  # many shapes seen (e.g. a varying batch): start over rather than grow
             _PLANS.clear()
-        plan = _PLANS[key] = _make_plan(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles,
-                                        sk_programs)
+        plan = _PLANS[key] = _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs)
     return plan
 
 
-def _make_plan(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+def _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
     M, K = a.shape
     N = b.shape[1]
     num_sms = _num_sms()
     hopper = not runtime.INTERPRET and _capability() >= (9, 0)
     if mode == "auto":
         mode = choose_mode(M, N, K, config, num_sms, a.dtype)
-    tail = tail_plan_for(M, N, config, num_sms) if mode == "tail" else None
-    if mode == "tail" and tail is None:
+    if mode == "tail":
+        tail = tail_plan_for(M, N, config, num_sms)
+        if tail is not None:
+            return _LaunchPlan(config, (), tail)
         mode = "persistent"  # no cut fills whole waves: one launch
     sk = 0
     if mode == "streamk":
@@ -643,35 +637,34 @@ def _make_plan(a, b, c, config, mode, quantized, has_bias, tma, flatten, sk_tile
     constexprs = dict(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_SIZE_M=config.group_size_m,
         NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs, EVEN_K=K % config.block_k == 0,
-        HAS_BIAS=has_bias, QUANTIZED=quantized, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t), B_T=bool(b_t),
-        TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1, FLATTEN=flatten,
-        num_warps=config.num_warps)
-    return _LaunchPlan(config, shrunk_key, tail, (num_sms if sk else min(num_sms, tiles),), use_tma, bool(a_t), bool(b_t),
-                       tma_store, bool(c_t), num_sms, sk, constexprs)
+        HAS_BIAS=has_bias, QUANTIZED=a.dtype == torch.int8, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t),
+        B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1,
+        FLATTEN=flatten, num_warps=config.num_warps)
+    return _LaunchPlan(config, shrunk_key, None, (num_sms if sk else min(num_sms, tiles),), constexprs)
 
 
 def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None,
             sk_tiles=None, sk_programs=None):
     """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_tiles``/``sk_programs``
     force a choice (studies)."""
-    quantized = a.dtype == torch.int8
-    plan = _plan_for(a, b, c, config, mode, quantized, bias is not None, tma, flatten, sk_tiles, sk_programs)
+    plan = _plan_for(a, b, c, config, mode, bias is not None, tma, flatten, sk_tiles, sk_programs)
     if plan.tail is not None:
         return _launch_tail(a, b, c, config, plan.tail, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
                             flatten=flatten)
-    config = plan.config
-    if plan.streamk_tiles:
+    config, k = plan.config, plan.constexprs
+    quantized = k["QUANTIZED"]
+    if k["STREAMK_TILES"]:
         acc_dtype = torch.int32 if quantized else torch.float32
-        partials, flags = _workspace(a.device, plan.num_sms, config.block_m * config.block_n, acc_dtype)
+        partials, flags = _workspace(a.device, k["NUM_SMS"], config.block_m * config.block_n, acc_dtype)
     else:
         partials = flags = c
     dummy = c  # unused pointer arguments (no scales / no bias)
     A, B, C = a, b, c
-    if plan.use_tma:
-        A = _host_descriptor(a, plan.a_t, config.block_m, config.block_k)
-        B = _host_descriptor(b, plan.b_t, config.block_k, config.block_n)
-    if plan.tma_store:
-        C = _host_descriptor(c, plan.c_t, config.block_m, config.block_n // (1 if plan.c_t else config.store_halves))
+    if k["USE_TMA"]:
+        A = _host_descriptor(a, k["A_T"], config.block_m, config.block_k)
+        B = _host_descriptor(b, k["B_T"], config.block_k, config.block_n)
+    if k["TMA_STORE"]:
+        C = _host_descriptor(c, k["C_T"], config.block_m, config.block_n // k["C_HALVES"])
     while True:
         try:
             _matmul_kernel[plan.grid](
@@ -679,7 +672,7 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
                 bias if bias is not None else dummy, partials, flags,
                 a.shape[0], b.shape[1], a.shape[1], *a.stride(), *b.stride(), *c.stride(),
                 bias.stride(0) if bias is not None else 1,
-                num_stages=config.num_stages, **plan.constexprs)
+                num_stages=config.num_stages, **k)
             return c
         except triton.runtime.errors.OutOfResources as e:
             # Too many pipeline stages for this GPU's shared memory: one fewer, remembered in the plan.
