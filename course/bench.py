@@ -6,7 +6,7 @@
     python -m course.bench plot [--out DIR]   # redraw the plots from the recorded GEMM results (no GPU)
 
 ``gemm`` times ``course.gemm.matmul`` in each mode (persistent, streamk, tail where the shape has
-a tail split, auto) against
+a tail split, gluon on an sm_90 GPU for 16-bit shapes with M > 64, auto) against
 ``torch.matmul`` (and ``matmul_int8`` with scales + bias -> bf16 against ``torch._int_mm``, both
 with B stored K-major) over the course's shape set: squares 1024-8192 (with the wave-quantized
 1536, 3072, 4224) and the Llama-3 8B/70B projections at M in {16, 64, 512, 4096, 8192}. It prints
@@ -47,7 +47,7 @@ PROJECTIONS = [
 TOKENS = [16, 64, 512, 4096, 8192]
 WAVE_QUANTIZED = {"square 1536", "square 3072", "square 4224", "8B qkv M=512"}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.int8}
-MODES = ("persistent", "streamk", "tail", "auto")
+MODES = ("persistent", "streamk", "tail", "gluon", "auto")
 _OUT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.bfloat16}  # int8: scaled into bf16
 
 
@@ -77,6 +77,17 @@ def _inputs(dtype, M, N, K, device="cuda"):
     return a, b, {}
 
 
+def _not_run(dtype, M, N, K):
+    """Modes that would only repeat another here: "tail" without a split (it runs persistent), and
+    "gluon" for int8, decode shapes (M <= 64) or where the GPU cannot run it (not sm_90)."""
+    from course import gemm
+
+    skip = set() if gemm.tail_plan_for(M, N, gemm.heuristic_config(M, N, K, dtype)) else {"tail"}
+    if dtype == torch.int8 or M <= 64 or not gemm._gluon_here():
+        skip.add("gluon")
+    return skip
+
+
 def _ours(a, b, extra, mode, out):
     from course import gemm
 
@@ -98,7 +109,7 @@ def _compile_job(job):
         dtype = DTYPES[dtype_name]
         a, b, extra = _inputs(dtype, M, N, K)
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16 if dtype == torch.int8 else dtype)
-        for mode in MODES:
+        for mode in set(MODES) - _not_run(dtype, M, N, K):
             try:
                 _ours(a, b, extra, mode, out)()
             except Exception as e:  # reported again (and timed as missing) by the main process
@@ -197,7 +208,7 @@ def run_gemm(args):
             # (H100: cuBLAS read 680-780 TFLOP/s on one large shape in different runs), so a ratio
             # of neighbours, median over the rounds, is steadier than a ratio of separate bests.
             fns = {"ref": ref_fn, **{mode: _ours(a, b, extra, mode, out) for mode in MODES}}
-            skipped = set() if gemm.tail_plan_for(M, N, cfg) else {"tail"}  # "tail" would run "persistent"
+            skipped = _not_run(dtype, M, N, K)
             for mode in skipped:
                 fns[mode] = None
             times = {key: [] for key in fns}
@@ -331,7 +342,7 @@ def print_table(rows):
     from course import check
     print()
     print(f"{'dtype':5s} {'shape':22s} {'M':>5s} {'N':>6s} {'K':>6s} {'ref TF':>7s} {'pers':>6s} {'streamk':>7s} "
-          f"{'tail':>6s} {'auto':>6s} auto-mode")
+          f"{'tail':>6s} {'gluon':>6s} {'auto':>6s} auto-mode")
 
     def f(x):
         return f"{x:.3f}" if x else "  -  "
@@ -339,15 +350,17 @@ def print_table(rows):
     for r in rows:
         print(f"{r['dtype']:5s} {r['name']:22s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['ref_tflops'] or 0:7.0f} "
               f"{f(r['persistent_ratio']):>6s} {f(r['streamk_ratio']):>7s} {f(r.get('tail_ratio')):>6s} "
-              f"{f(r['auto_ratio']):>6s} {r['auto_mode']}")
+              f"{f(r.get('gluon_ratio')):>6s} {f(r['auto_ratio']):>6s} {r['auto_mode']}")
     print()
     for dname in sorted({r["dtype"] for r in rows}):
         rs = [r for r in rows if r["dtype"] == dname]
         g = {m: _geomean([r.get(f"{m}_ratio") for r in rs]) for m in MODES}
         best = _geomean([max(filter(None, [r.get(f"{m}_ratio") for m in MODES]), default=None) for r in rs])
         tails = sum(1 for r in rs if r.get("tail_ratio"))
+        wides = sum(1 for r in rs if r.get("gluon_ratio"))
         print(f"geomean {dname}: persistent {g['persistent']:.3f}  streamk {g['streamk']:.3f}  auto {g['auto']:.3f}"
-              f"  best-of-modes {best:.3f}" + (f"  (tail, {tails} shapes with a split: {g['tail']:.3f})" if tails else ""))
+              f"  best-of-modes {best:.3f}" + (f"  (tail, {tails} shapes with a split: {g['tail']:.3f})" if tails else "")
+              + (f"  (gluon, {wides} shapes: {g['gluon']:.3f})" if wides else ""))
     host = [r for r in rows if r.get("auto_host_us")]
     if host:
         print(f"host time per call, median of {len(host)} small shapes: ours "
@@ -377,7 +390,7 @@ def print_table(rows):
             checks.append((f"{dname} decode shapes M <= 64 (auto) >= 0.90", w["auto_ratio"] >= 0.9,
                            f"worst {w['auto_ratio']:.3f} ({w['name']}), geomean "
                            f"{_geomean([r['auto_ratio'] for r in dec]):.3f}"))
-    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (no tail split)
+    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (_not_run)
              if r.get(f"{m}_error") is not None and not r[f"{m}_error"] <= check.tolerance(_OUT_DTYPE[r["dtype"]])]
     checks.append(("every timed kernel matches the float64 reference", not wrong,
                    f"{len(wrong)} wrong: {', '.join(wrong[:5])}" if wrong else "all within tolerance"))

@@ -17,8 +17,11 @@ Modes:
 * ``"tail"``: two persistent launches. The main part of C, whole rows (or columns) of tiles that
   fill whole waves of SMs, takes the big tiles; the strip left over takes tiles a quarter the size
   (``tail_plan_for``), so the last wave is short instead of as long as a full one.
-* ``"auto"``: Stream-K or the tail split when the last wave would leave many SMs idle (wave
-  quantization), else persistent (``choose_mode``).
+* ``"gluon"``: Hopper only: the warp-specialized Gluon kernel of ``course.gluon_gemm``, whose
+  192 x 128 tiles are no power of two (three warpgroups of 64 rows), for shapes where Triton's
+  tiles fill the SMs' waves badly (1536^3, 3072^3, 512 x 6144 x 4096). Not built on stages.
+* ``"auto"``: the Gluon kernel, Stream-K or the tail split when the last wave would leave many
+  SMs idle (wave quantization), else persistent (``choose_mode``).
 
 On Hopper (sm_90) tiles move through tensor descriptors (TMA, the bulk copy engine) when the
 layouts allow it (a unit stride, 16-byte aligned rows). The host builds the descriptors
@@ -43,7 +46,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from course import runtime
+from course import gluon_gemm, runtime
 from course.stages import (
     DescriptorOutputView,
     DescriptorView,
@@ -56,9 +59,9 @@ from course.stages import (
 )
 
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "streamk_programs_for", "tail_plan_for", "MODES", "supported_dtypes"]
+           "streamk_programs_for", "tail_plan_for", "wide_swap_for", "MODES", "supported_dtypes"]
 
-MODES = ("auto", "persistent", "streamk", "tail")
+MODES = ("auto", "persistent", "streamk", "tail", "gluon")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -228,15 +231,11 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
 
     Triton tiles are powers of two; cuBLAS's are not. On the H100 (torch 2.11, profiler kernel
     names) it runs 144 x 128 tiles at 1536^3 (132 tiles: one full wave), 192 x 192 at 3072^3 and
-    4224^3, 192 x 128 at 512 x 6144 x 4096 and 320 x 128 at 512 x 10240 x 8192 (128 tiles each),
-    which is where it stays ahead of us. A 128 x 192 tile made of two dots (128 + 64 columns)
-    measured 0.5-0.7 x cuBLAS (Triton 3.6): two narrower wgmmas read the A tile twice, and even
-    128 + 128 columns as two dots ran at 0.76 of one 256-wide dot. Gluon can issue the two
-    wgmmas together and wait once, but our Gluon kernels (two accumulators, a TMA ring, persistent
-    or not, with or without a one-warp TMA producer partition) at best tied this file's kernel:
-    0.83-0.87 x cuBLAS at 512 x 6144 x 4096 (128 x 192), 0.74-0.81 at 1536^3 (128 x 144, one full
-    wave), 0.73-0.76 at 3072^3, and 0.79-0.90 at 4096^3 where this kernel reaches 0.99: what they
-    lack is a mainloop as good as Triton's (or cuBLAS's), not only the tile shape.
+    4224^3, 192 x 128 at 512 x 6144 x 4096 and 320 x 128 at 512 x 10240 x 8192 (128 tiles each).
+    A 128 x 192 tile made of two dots (128 + 64 columns) measured 0.5-0.7 x cuBLAS (Triton 3.6):
+    two narrower wgmmas read the A tile twice. What works is a tile of three warpgroups of 64
+    rows, each with its own accumulator, which Triton cannot write but Gluon can:
+    ``mode="gluon"`` (``course.gluon_gemm``), picked by auto where it pays (``wide_swap_for``).
 
         >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
         16
@@ -405,8 +404,48 @@ def _tail_pays(M, N, config, sms):
         and tail_plan_for(M, N, config, sms) is not None
 
 
-def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None) -> str:
-    """What ``mode="auto"`` runs: ``"tail"`` for 2-byte inputs whose tiles fill their waves to
+# Gluon's 192 x 128 tile against this file's 128 x 256 one: three quarters of the work, at about
+# 0.95 of the speed per SM (H100, bf16: fitted to 1536^3, 3072^3 and 512 x 6144 x 4096)
+_WIDE_TILE_TIME = 0.75 / 0.95
+
+
+def _gluon_here() -> bool:
+    return not runtime.INTERPRET and gluon_gemm.gluon is not None and _capability() == (9, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def wide_swap_for(M: int, N: int, config: Config, num_sms: int | None = None) -> "bool | None":
+    """Whether ``mode="auto"`` hands an ``M x N`` output to the Gluon kernel (192 x 128 tiles,
+    ``course.gluon_gemm``): None when it does not, else its orientation (True: the 192 rows run
+    along N, ``C^T = B^T A^T``).
+
+    A model in units of one 128 x 256 tile's time: ``config``'s schedule costs its waves (whole
+    waves plus about 0.6 of one for a tail split's strip), the Gluon kernel its waves of tiles a
+    quarter smaller at about 0.95 of the speed per SM. It must win by 5%, and ``config`` must be
+    the 128 x 256 class: elsewhere Triton's tiles already fit. In the benchmark's shape set that is
+    1536^3 (96 tiles against 72), 3072^3 (384: 2.9 waves, against 2.2) and 512 x 6144 x 4096
+    (swapped: 128 tiles against 96).
+
+        >>> wide_swap_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)
+        True
+    """
+    sms = num_sms or _num_sms()
+    if M <= 64 or config.block_m * config.block_n != 128 * 256:
+        return None
+    if _tail_pays(M, N, config, sms):
+        now = _cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
+    else:
+        now = _cdiv(_cdiv(M, config.block_m) * _cdiv(N, config.block_n), sms)
+    waves, swap = min((_cdiv(gluon_gemm.tiles(M, N, s), sms), s) for s in (False, True))
+    return swap if waves * _WIDE_TILE_TIME < 0.95 * now else None
+
+
+def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,
+                gluon: bool | None = None) -> str:
+    """What ``mode="auto"`` runs: ``"gluon"`` for 2-byte inputs on an sm_90 GPU where its 192 x
+    128 tiles fill the waves clearly better (``wide_swap_for``; ``gluon=False`` leaves it out, and
+    at launch, operands whose layout it cannot read fall back to the rest of this list); else
+    ``"tail"`` for 2-byte inputs whose tiles fill their waves to
     under 90% when a tail split exists (``tail_plan_for``); else ``"streamk"`` where the last,
     partial wave of tiles can be split
     into K-chunks shared by two or more programs each (``streamk_programs_for``) and the problem is
@@ -418,10 +457,14 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
     (``heuristic_config``). Decode shapes (M <= 64) stream B, and there splitting K pays sooner.
     """
     sms = num_sms or _num_sms()
+    two_byte = dtype is None or _ELEMENT_SIZE.get(dtype) == 2
+    if gluon is None:
+        gluon = _gluon_here()
+    if two_byte and gluon and wide_swap_for(M, N, config, sms) is not None:
+        return "gluon"
     if runtime.INTERPRET:  # exercise both schedules on the CPU
         tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
         return "streamk" if tiles % sms else "persistent"
-    two_byte = dtype is None or _ELEMENT_SIZE.get(dtype) == 2
     if two_byte and _tail_pays(M, N, config, sms):
         return "tail"
     return "streamk" if _streamk_pays(M, N, K, config, sms, dtype) else "persistent"
@@ -604,8 +647,8 @@ def _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_progr
     N = b.shape[1]
     num_sms = _num_sms()
     hopper = not runtime.INTERPRET and _capability() >= (9, 0)
-    if mode == "auto":
-        mode = choose_mode(M, N, K, config, num_sms, a.dtype)
+    if mode == "auto":  # the Gluon kernel, where auto picks it, was launched before planning
+        mode = choose_mode(M, N, K, config, num_sms, a.dtype, gluon=False)
     if mode == "tail":
         tail = tail_plan_for(M, N, config, num_sms)
         if tail is not None:
@@ -734,6 +777,34 @@ def _autotuned(a, b, c, mode, **kw):
     return _TUNED[key]
 
 
+def _gluon_orientation(a, b, c, mode, config, autotune) -> "bool | None":
+    """The Gluon kernel's orientation when this call runs it (``mode="gluon"``, or ``"auto"`` where
+    ``choose_mode`` picks it and the operands suit it), else None."""
+    M, K = a.shape
+    N = b.shape[1]
+    if mode == "gluon":
+        if config is not None:
+            raise ValueError("mode='gluon' runs fixed 192 x 128 tiles and takes no config: drop config, "
+                             "or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
+        sms = _num_sms()
+        reasons = []
+        for swap in sorted((False, True), key=lambda s: (_cdiv(gluon_gemm.tiles(M, N, s), sms), s)):
+            why = gluon_gemm.unsupported(a, b, c, swap)
+            if why is None:
+                return swap
+            reasons.append(why)
+        raise ValueError(f"mode='gluon' cannot run here: {'; '.join(dict.fromkeys(reasons))} "
+                         "(mode='auto' runs a Triton kernel instead)")
+    if mode != "auto" or config is not None or autotune or a.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    if c.dtype != a.dtype or not _gluon_here():
+        return None
+    swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype))
+    if swap is None or gluon_gemm.unsupported(a, b, c, swap) is not None:
+        return None
+    return swap
+
+
 def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -> torch.Tensor:
     """What matmul and matmul_int8 share once their inputs are checked: the output and bias
     checks, the output allocation, the configuration (heuristic or autotuned) and the launch."""
@@ -751,6 +822,9 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
     if out is not None:
         _check_out(out, M, N, out_dtype, a.device)
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
+    swap = _gluon_orientation(a, b, c, mode, config, autotune)
+    if swap is not None:
+        return gluon_gemm.matmul_wide(a, b, c, bias, swap, _num_sms())
     if autotune and config is None and not runtime.INTERPRET:
         config, mode = _autotuned(a, b, c, mode, bias=bias, **scales)
     config = _resolve_config(config, M, N, K, a.dtype)
@@ -766,7 +840,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
     without copies. ``bias``: length N, added to every row. ``out_dtype``: float16, bfloat16 or
     float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
-    "streamk" or "tail" (see the module docstring). ``config``: a :class:`Config` (default:
+    "streamk", "tail" or "gluon" (see the module docstring; "gluon" needs an sm_90 GPU, 16-bit
+    inputs and output and a row-major ``a``). ``config``: a :class:`Config` (default:
     :func:`heuristic_config`).
     ``autotune=True`` times a few configs on the GPU once per shape and keeps the fastest.
     ``out``: write into this (M, N) tensor instead of a new one.
@@ -806,6 +881,9 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
     if a.dtype != torch.int8:
         raise TypeError(f"matmul_int8 takes int8 a and b, got {str(a.dtype).replace('torch.', '')}: "
                         "quantize first, or call matmul for floating-point inputs")
+    if mode == "gluon":
+        raise ValueError("mode='gluon' takes float16 or bfloat16 inputs, not int8: pass mode='auto' "
+                         "(or 'persistent', 'streamk', 'tail')")
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
     M, K = a.shape

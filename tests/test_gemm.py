@@ -12,7 +12,7 @@ import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 import triton  # noqa: E402
-from course import gemm
+from course import gemm, gluon_gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -227,7 +227,7 @@ def test_config_as_dict_and_modes_agree():
     a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
     cfg = dict(block_m=16, block_n=32, block_k=16, num_warps=4, num_stages=2)
     ref = _reference(a, b)
-    for mode in gemm.MODES:
+    for mode in set(gemm.MODES) - {"gluon"}:  # the Gluon kernel's tiles are fixed: it takes no config
         check(f"config dict, {mode}", matmul(a, b, mode=mode, config=cfg), ref)
 
 
@@ -340,9 +340,11 @@ def test_tensor_descriptors_for_every_layout(layouts, mode):
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", MODES + ["tail"])
+@pytest.mark.parametrize("mode", MODES + ["tail", "gluon"])
 def test_matmul_replays_in_a_cuda_graph(mode):
     # The way to pay the Python launch cost once: capture, then replay on new data in place.
+    if mode == "gluon" and not gemm._gluon_here():
+        pytest.skip("the Gluon kernel needs an sm_90 GPU")
     M, N, K = TAIL_CASES["n"] if mode == "tail" else (512, 1024, 768)
     a, b = _randn(M, K), _randn(N, K).T
     out = poisoned((M, N), torch.float16, DEVICE)
@@ -389,7 +391,76 @@ def test_heuristic_and_mode_choice_are_valid():
         for dt in gemm.supported_dtypes():
             cfg = gemm.heuristic_config(M, N, K, dt)
             assert isinstance(cfg, Config)
-            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail")
+            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail", "gluon")
+
+
+def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
+    # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 192 x 128 makes 96; 3072^3 288
+    # (2.2 waves: a tail split) against 384 (2.9); 512 x 6144 makes 96 against 128 with the 192
+    # rows along N (swap). Big, evenly tiled shapes and decode stay on Triton.
+    wide = Config(128, 256, 64, num_warps=8, num_stages=4)
+    picks = {(M, N): gemm.wide_swap_for(M, N, wide, 132) for M, N in
+             [(1536, 1536), (3072, 3072), (512, 6144), (4096, 4096), (8192, 8192), (4224, 4224), (2048, 2048),
+              (4096, 6144), (64, 6144)]}
+    assert picks == {(1536, 1536): False, (3072, 3072): False, (512, 6144): True, (4096, 4096): None,
+                     (8192, 8192): None, (4224, 4224): None, (2048, 2048): None, (4096, 6144): None,
+                     (64, 6144): None}
+    assert gemm.wide_swap_for(1536, 1536, Config(128, 128, 64), 132) is None  # only against 128 x 256 tiles
+    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=True) == "gluon"
+    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=False) != "gluon"
+    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.int8, gluon=True) != "gluon"
+    for M, N in [(1536, 1536), (601, 9000), (5, 7)]:  # tile counts, both orientations
+        assert gluon_gemm.tiles(M, N, False) == -(-M // 192) * -(-N // 128)
+        assert gluon_gemm.tiles(M, N, True) == -(-N // 192) * -(-M // 128)
+
+
+needs_gluon = pytest.mark.skipif(INTERPRET or not gemm._gluon_here(), reason="the Gluon kernel needs an sm_90 GPU")
+
+
+@needs_gluon
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("b_layout", ["kmajor", "row"])
+@pytest.mark.parametrize("swap", [False, True], ids=["rows_along_M", "rows_along_N"])
+@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (601, 1000, 40), (1, 8, 8), (200, 328, 136), (512, 6144, 520)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_gluon_kernel_matches_float64(shape, swap, b_layout, dtype):
+    # Odd M, K below and not a multiple of the K step, tiles past every edge; both orientations.
+    M, N, K = shape
+    a = _randn(M, K, dtype=dtype)
+    b = _randn(N, K, dtype=dtype).T if b_layout == "kmajor" else _randn(K, N, dtype=dtype)
+    out = poisoned((M, N), dtype, DEVICE)
+    why = gluon_gemm.unsupported(a, b, out, swap)
+    if swap and b_layout == "row":
+        assert "K-major" in why
+        return
+    assert why is None
+    bias = _randn(N, dtype=torch.float32)
+    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm._num_sms())
+    check(f"gluon {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, _reference(a, b, bias))
+
+
+@needs_gluon
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (512, 6144, 4096), (3072, 3072, 3072)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
+    M, N, K = shape
+    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
+    cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
+    expected_swap = gemm.wide_swap_for(M, N, cfg)
+    if expected_swap is None:  # another SM count (e.g. an H100 PCIe): not this GPU's choice
+        pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm._num_sms()} SMs")
+    calls = []
+    real = gluon_gemm.matmul_wide
+    monkeypatch.setattr(gluon_gemm, "matmul_wide", lambda *args: calls.append(args[4]) or real(*args))
+    out = poisoned((M, N), torch.bfloat16, DEVICE)
+    matmul(a, b, out=out)
+    assert calls == [expected_swap]
+    check(f"auto (gluon) {M}x{N}x{K}", out, _reference(a, b))
+    matmul(a.T.contiguous().T, b, out=out)  # a column-major a: the Gluon kernel cannot read it, Triton runs
+    assert calls == [expected_swap]
+    check(f"auto (gluon fallback) {M}x{N}x{K}", out, _reference(a, b))
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -423,6 +494,10 @@ ERRORS = [
     ("unsupported dtype", lambda: matmul(_f16(4, 5).double(), _f16(5, 6).double()), TypeError,
      r"float64, which matmul does not support.*pass one of"),
     ("bad mode", lambda: matmul(_f16(4, 5), _f16(5, 6), mode="fast"), ValueError, r"mode='fast'.*'streamk'"),
+    ("gluon with a config", lambda: matmul(_f16(4, 8), _f16(8, 8), mode="gluon", config=Config(16, 16, 16)),
+     ValueError, r"mode='gluon' runs fixed 192 x 128 tiles and takes no config"),
+    ("gluon int8", lambda: matmul_int8(_i8(4, 8), _i8(8, 8), _ones(4), _ones(8), mode="gluon"), ValueError,
+     r"mode='gluon' takes float16 or bfloat16 inputs, not int8"),
     ("bias length", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(4)), ValueError,
      r"bias must be 1-D of length N=6"),
     ("bias dtype", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=torch.ones(6, dtype=torch.int32, device=DEVICE)),
@@ -454,6 +529,8 @@ if INTERPRET:
          TypeError, r"fp8\) needs a GPU"),
         ("bf16 out on CPU", lambda: matmul(_f16(4, 5), _f16(5, 6), out_dtype=torch.bfloat16), TypeError,
          r"bfloat16 does not work under Triton's CPU interpreter"),
+        ("gluon on CPU", lambda: matmul(_f16(4, 8), _f16(8, 8), mode="gluon"), ValueError,
+         r"mode='gluon' cannot run here: Gluon kernels need a GPU"),
     ]
 else:
     ERRORS += [
@@ -462,6 +539,15 @@ else:
         ("tiny block compiled", lambda: matmul(_f16(4, 5), _f16(5, 6), config=Config(8, 16, 16)), ValueError,
          r"at least 16"),
     ]
+    if gemm._gluon_here():
+        ERRORS += [
+            ("gluon fp32", lambda: matmul(_f16(4, 8).float(), _f16(8, 8).float(), mode="gluon"), ValueError,
+             r"mode='gluon' cannot run here: it takes float16 or bfloat16"),
+            ("gluon column-major a", lambda: matmul(_f16(8, 4).T, _f16(8, 8), mode="gluon"), ValueError,
+             r"mode='gluon' cannot run here: a and the output must be row-major"),
+            ("gluon unaligned K", lambda: matmul(_f16(4, 5), _f16(5, 8), mode="gluon"), ValueError,
+             r"must be row-major.*16-byte aligned"),
+        ]
 
 
 @pytest.mark.parametrize("call,error,message", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])

@@ -1,0 +1,240 @@
+"""A Hopper GEMM in Gluon whose tiles are 192 x 128: the shape Triton cannot express.
+
+Triton's tiles are powers of two, and on some shapes that leaves SMs idle however the tiles are
+scheduled: 1536^3 makes 72 tiles of 128 x 256 for 132 SMs; 3072^3 makes 288 (2.2 waves).
+cuBLAS runs 192 x 128 (or 144 x 128) tiles there. Gluon, Triton's lower-level dialect, lets a kernel
+give each *warpgroup* its own accumulator, so a 192-row tile is three warpgroups of 64 rows:
+
+* three consumer partitions (4 warps each) each keep a 64 x 128 fp32 accumulator and issue
+  ``wgmma`` m64 n128 on their own 64 rows of the A tile and the shared B tile;
+* one producer warp only issues TMA loads into a ring of ``STAGES`` shared-memory slots;
+  ``ready``/``empty`` mbarriers hand the slots back and forth (the consumers free a slot once the
+  wgmma that read it has finished), so the loads of the next tile run during an epilogue;
+* the kernel is persistent (one program per SM, tiles in grouped order).
+
+``swap=True`` computes ``C^T = B^T A^T`` instead: the 192-row side is N. That suits a short, wide
+product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles for 132 SMs); the epilogue transposes each
+64 x 64 piece on its way to shared memory, so C stays row-major.
+
+H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
+0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.95 (0.85), 1536^3 0.84 (0.72). On big, evenly
+tiled shapes the Triton kernel stays as fast or faster, so ``matmul(mode="auto")`` picks this one
+only where its tiles fill the SMs' waves clearly better (``course.gemm.choose_mode``).
+
+It needs an sm_90 GPU (wgmma), 16-bit inputs and output, ``a`` row-major and, with ``swap``,
+``b`` stored K-major (``b = w.T`` for a row-major ``w``); :func:`unsupported` says what is missing.
+Gluon has no interpreter: on a CPU the Triton kernels of ``course.gemm`` run instead.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from course import runtime
+
+try:  # Gluon is experimental: absent from older Triton, and its API may move in newer ones
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                                  warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - depends on the installed Triton
+    gluon = None
+
+ROWS, COLS, BLOCK_K = 192, 128, 64  # tile: three warpgroups of 64 rows; K step
+STAGES = 5  # 5 x 40 KB of operands + 3 x 8 KB of epilogue staging fits Hopper's 227 KB
+EPI = 64  # the epilogue stores 64 x 64 pieces
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def _tile_coords(t, row_tiles, col_tiles, GROUP: gl.constexpr):
+        # grouped order: GROUP row-tiles share their column tiles in L2 (as course.stages does)
+        per_group = GROUP * col_tiles
+        first = (t // per_group) * GROUP
+        rows = gl.minimum(row_tiles - first, GROUP)
+        return first + (t % per_group) % rows, (t % per_group) // rows
+
+    @gluon.jit
+    def _consumer(x_s, y_s, ready, empty, c_desc, c_s, bias_ptr, R, Q, K, WG: gl.constexpr,
+                  NUM_SMS: gl.constexpr, GROUP: gl.constexpr, STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr,
+                  SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """Warpgroup WG: rows 64*WG .. 64*WG+63 of every tile of this program, start to store."""
+        BK: gl.constexpr = x_s.type.shape[2]
+        BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
+        EPI: gl.constexpr = c_s.type.shape[1]
+        pid = gl.program_id(0)
+        row_tiles = gl.cdiv(R, 192)
+        col_tiles = gl.cdiv(Q, BQ)
+        num_k = gl.cdiv(K, BK)
+        my_tiles = (row_tiles * col_tiles - pid + NUM_SMS - 1) // NUM_SMS
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BQ, 16])
+        acc = gl.zeros([64, BQ], gl.float32, acc_layout)
+        step = 0  # K-steps done by this program so far: the ring slot and its phase
+        for t in range(my_tiles):
+            for kk in range(num_k):
+                s = step % STAGES
+                mbarrier.wait(ready.index(s), (step // STAGES) & 1)
+                y = y_s.index(s).permute((1, 0)) if Y_KMAJOR else y_s.index(s)
+                acc = warpgroup_mma(x_s.index(s), y, acc, use_acc=kk > 0, is_async=True)
+                # one wgmma in flight: the previous one is done, so its slot can be refilled
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
+                step += 1
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1)
+
+            pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
+            off_r = pid_r * 192 + 64 * WG
+            off_q = pid_q * BQ
+            out = acc
+            if HAS_BIAS:  # bias is per column of C: the tile's columns, or its rows when swapped
+                if SWAP:
+                    idx = off_r + gl.arange(0, 64, layout=gl.SliceLayout(1, acc_layout))
+                    out = out + gl.load(bias_ptr + idx, mask=idx < R, other=0.0).to(gl.float32)[:, None]
+                else:
+                    idx = off_q + gl.arange(0, BQ, layout=gl.SliceLayout(0, acc_layout))
+                    out = out + gl.load(bias_ptr + idx, mask=idx < Q, other=0.0).to(gl.float32)[None, :]
+            # two 64 x 64 pieces (columns 0-63, 64-127) through one staging buffer; TMA clips at C's edge
+            halves = out.to(c_desc.dtype).reshape(64, 2, EPI).permute(0, 2, 1).split()
+            for i in gl.static_range(2):
+                tma.store_wait(pendings=0)  # the previous piece has left c_s
+                if SWAP:  # the tile is a piece of C^T: transpose it on the way to shared memory
+                    c_s.store(halves[i].permute((1, 0)))
+                    fence_async_shared()
+                    tma.async_copy_shared_to_global(c_desc, [off_q + i * EPI, off_r], c_s)
+                else:
+                    c_s.store(halves[i])
+                    fence_async_shared()
+                    tma.async_copy_shared_to_global(c_desc, [off_r, off_q + i * EPI], c_s)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _producer(x_desc, y_desc, x_s0, x_s1, x_s2, y_s, ready, empty, R, Q, K,
+                  NUM_SMS: gl.constexpr, GROUP: gl.constexpr, STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
+        """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BQ: gl.constexpr = y_desc.block_type.shape[0] if Y_KMAJOR else y_desc.block_type.shape[1]
+        nbytes: gl.constexpr = 3 * x_desc.block_type.nbytes + y_desc.block_type.nbytes
+        pid = gl.program_id(0)
+        row_tiles = gl.cdiv(R, 192)
+        col_tiles = gl.cdiv(Q, BQ)
+        num_k = gl.cdiv(K, BK)
+        my_tiles = (row_tiles * col_tiles - pid + NUM_SMS - 1) // NUM_SMS
+        step = 0
+        for t in range(my_tiles):
+            pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
+            off_r = pid_r * 192
+            off_q = pid_q * BQ
+            for kk in range(num_k):
+                s = step % STAGES
+                mbarrier.wait(empty.index(s), ((step // STAGES) & 1) ^ 1)  # first pass: free
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                k = kk * BK
+                tma.async_copy_global_to_shared(x_desc, [off_r, k], bar, x_s0.index(s))
+                tma.async_copy_global_to_shared(x_desc, [off_r + 64, k], bar, x_s1.index(s))
+                tma.async_copy_global_to_shared(x_desc, [off_r + 128, k], bar, x_s2.index(s))
+                if Y_KMAJOR:
+                    tma.async_copy_global_to_shared(y_desc, [off_q, k], bar, y_s.index(s))
+                else:
+                    tma.async_copy_global_to_shared(y_desc, [k, off_q], bar, y_s.index(s))
+                step += 1
+
+    @gluon.jit
+    def _wide_kernel(x_desc, y_desc, c_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
+                     STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP)."""
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        x_s0 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
+        x_s1 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
+        x_s2 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
+        y_s = gl.allocate_shared_memory(y_desc.dtype, [STAGES] + y_desc.block_type.shape, y_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)  # the producer's expect + the TMA bytes
+            mbarrier.init(empty.index(i), count=3)  # one arrival per consumer warpgroup
+        c_s0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+        c_s1 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+        c_s2 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+        gl.warp_specialize([
+            (_consumer, (x_s0, y_s, ready, empty, c_desc, c_s0, bias_ptr, R, Q, K, 0, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
+                         HAS_BIAS)),
+            (_consumer, (x_s1, y_s, ready, empty, c_desc, c_s1, bias_ptr, R, Q, K, 1, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
+                         HAS_BIAS)),
+            (_consumer, (x_s2, y_s, ready, empty, c_desc, c_s2, bias_ptr, R, Q, K, 2, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
+                         HAS_BIAS)),
+            (_producer, (x_desc, y_desc, x_s0, x_s1, x_s2, y_s, ready, empty, R, Q, K, NUM_SMS, GROUP, STAGES,
+                         Y_KMAJOR)),
+        ], [4, 4, 1], [152, 152, 40])  # registers per thread: consumers 64 for the accumulator + work
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index) -> tuple:
+    return torch.cuda.get_device_capability(index)
+
+
+def _row_major(t: torch.Tensor) -> bool:
+    """Rows contiguous and 16-byte aligned, as TMA needs (2-byte elements)."""
+    return t.stride(1) == 1 and (t.stride(0) * 2) % 16 == 0 and t.data_ptr() % 16 == 0 and t.shape[1] >= 8
+
+
+def _k_major(t: torch.Tensor) -> bool:
+    return _row_major(t.T)
+
+
+def tiles(M: int, N: int, swap: bool) -> int:
+    """Number of 192 x 128 tiles of an M x N output (192 rows along N when ``swap``)."""
+    rows, cols = (N, M) if swap else (M, N)
+    return -(-rows // ROWS) * -(-cols // COLS)
+
+
+def unsupported(a, b, c, swap: bool) -> str | None:
+    """Why this kernel cannot compute ``c = a @ b`` here (None when it can)."""
+    if gluon is None:
+        return "this Triton has no Gluon (triton.experimental.gluon); install Triton 3.6"
+    if runtime.INTERPRET or not torch.cuda.is_available():
+        return "Gluon kernels need a GPU (Triton's interpreter cannot run them)"
+    cap = _capability(a.device.index)
+    if cap != (9, 0):
+        return f"it needs an sm_90 GPU (Hopper: wgmma); this one is sm_{cap[0]}{cap[1]}"
+    if a.dtype not in (torch.float16, torch.bfloat16) or c.dtype != a.dtype:
+        return "it takes float16 or bfloat16 inputs with an output of the same dtype"
+    if not _row_major(a) or not _row_major(c):
+        return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
+    if swap and not _k_major(b):
+        return "with the 192-row side along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
+    if not (_k_major(b) or _row_major(b)):
+        return "b must be row-major or K-major with 16-byte aligned rows: pass b.contiguous()"
+    return None
+
+
+def _descriptor(t: torch.Tensor, block: list) -> "TensorDescriptor":
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16)
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, swap: bool,
+                num_sms: int, group: int = 8) -> torch.Tensor:
+    """``c = a @ b (+ bias)`` with 192 x 128 tiles (inputs already checked, see :func:`unsupported`)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if swap:  # X = B^T (N x K, row-major), Y = A (M x K, K-major operand)
+        x, y, y_kmajor, R, Q = b.T, a, True, N, M
+    else:
+        x, R, Q = a, M, N
+        y_kmajor = _k_major(b)
+        y = b.T if y_kmajor else b
+    x_desc = _descriptor(x, [64, BLOCK_K])
+    y_desc = _descriptor(y, [COLS, BLOCK_K] if y_kmajor else [BLOCK_K, COLS])
+    c_desc = _descriptor(c, [EPI, EPI])
+    grid = (min(num_sms, tiles(M, N, swap)),)
+    _wide_kernel[grid](x_desc, y_desc, c_desc, bias if bias is not None else c, R, Q, K, NUM_SMS=num_sms,
+                       GROUP=group, STAGES=STAGES, Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None,
+                       num_warps=4)
+    return c
