@@ -28,8 +28,6 @@ Gluon has no interpreter: on a CPU the Triton kernels of ``course.gemm`` run ins
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from course import runtime
@@ -174,18 +172,11 @@ if gluon is not None:
         ], [4, 4, 1], [152, 152, 40])  # registers per thread: consumers 64 for the accumulator + work
 
 
-@functools.lru_cache(maxsize=None)
-def _capability(index) -> tuple:
-    return torch.cuda.get_device_capability(index)
+def _layout(t: torch.Tensor):
+    """``course.gemm._tma_layout``: False (row-major), True (K-major) or None (TMA cannot read ``t``)."""
+    from course import gemm  # here, not at the top: course.gemm imports this module
 
-
-def _row_major(t: torch.Tensor) -> bool:
-    """Rows contiguous and 16-byte aligned, as TMA needs (2-byte elements)."""
-    return t.stride(1) == 1 and (t.stride(0) * 2) % 16 == 0 and t.data_ptr() % 16 == 0 and t.shape[1] >= 8
-
-
-def _k_major(t: torch.Tensor) -> bool:
-    return _row_major(t.T)
+    return gemm._tma_layout(t)
 
 
 def tiles(M: int, N: int, swap: bool) -> int:
@@ -200,16 +191,19 @@ def unsupported(a, b, c, swap: bool) -> str | None:
         return "this Triton has no Gluon (triton.experimental.gluon); install Triton 3.6"
     if runtime.INTERPRET or not torch.cuda.is_available():
         return "Gluon kernels need a GPU (Triton's interpreter cannot run them)"
-    cap = _capability(a.device.index)
+    from course import gemm
+
+    cap = gemm._device_info(a.device.index)[1]
     if cap != (9, 0):
         return f"it needs an sm_90 GPU (Hopper: wgmma); this one is sm_{cap[0]}{cap[1]}"
     if a.dtype not in (torch.float16, torch.bfloat16) or c.dtype != a.dtype:
         return "it takes float16 or bfloat16 inputs with an output of the same dtype"
-    if not _row_major(a) or not _row_major(c):
+    if _layout(a) is not False or _layout(c) is not False:
         return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
-    if swap and not _k_major(b):
+    b_kmajor = _layout(b)
+    if swap and b_kmajor is not True:
         return "with the 192-row side along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
-    if not (_k_major(b) or _row_major(b)):
+    if b_kmajor is None:
         return "b must be row-major or K-major with 16-byte aligned rows: pass b.contiguous()"
     return None
 
@@ -228,7 +222,7 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
         x, y, y_kmajor, R, Q = b.T, a, True, N, M
     else:
         x, R, Q = a, M, N
-        y_kmajor = _k_major(b)
+        y_kmajor = _layout(b)
         y = b.T if y_kmajor else b
     x_desc = _descriptor(x, [64, BLOCK_K])
     y_desc = _descriptor(y, [COLS, BLOCK_K] if y_kmajor else [BLOCK_K, COLS])
