@@ -17,9 +17,18 @@ product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles for 132 SMs); the epilogue
 64 x 64 piece on its way to shared memory, so C stays row-major.
 
 H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
-0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.85), 1536^3 0.85 (0.72). On big, evenly
+0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.85), 1536^3 0.85 (0.75). On big, evenly
 tiled shapes the Triton kernel stays as fast or faster, so ``matmul(mode="auto")`` picks this one
 only where its tiles fill the SMs' waves clearly better (``course.gemm.choose_mode``).
+
+Why 1536^3 stays at 0.85: the limit is how fast the SMs read operands from L2, not how many tiles
+there are. At 1536 x 1536 x 6144 (a long K, so fixed costs fade) the 96 programs read 7.2 TB/s
+(40 KB per K-step each). The same kernel with a Stream-K remainder spreading the 96 tiles over all
+132 SMs (measured: partial tiles fixed up in the accumulator's own layout) read no faster:
+7.3 TB/s with the fix-up left out (wrong sums), 0.89 x cuBLAS at 1536^3, and 0.62-0.74 with it.
+cuBLAS's 132 tiles of 144 x 128 would need 10.4 TB/s read one SM at a time; its Hopper kernels run in
+clusters of two SMs, which can share a tile through one multicast TMA load. Gluon in Triton 3.6 has
+no multicast copy (later versions add one): that is the next step for this kernel.
 
 It needs an sm_90 GPU (wgmma), 16-bit inputs and output, ``a`` row-major and, with ``swap``,
 ``b`` stored K-major (``b = w.T`` for a row-major ``w``); :func:`unsupported` says what is missing.

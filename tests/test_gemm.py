@@ -25,8 +25,9 @@ _rng = random.Random(20261121)
 _RANDOM_SHAPES = [tuple(_rng.randint(1, pick(cpu=40, gpu=700)) for _ in range(3)) for _ in range(3)]
 SHAPES = pick(
     cpu=[(1, 1, 1), (33, 47, 19), (16, 64, 48)] + _RANDOM_SHAPES,
-    gpu=[(1, 1, 1), (127, 255, 63), (1000, 1000, 1000), (1024, 512, 2048), (16, 4096, 300), (64, 1536, 520)]
-    + _RANDOM_SHAPES,
+    # (13, 10200, 1000) and (40, 14000, 520): decode with the 128-wide TMA tiles of wide weights, ragged N and K
+    gpu=[(1, 1, 1), (127, 255, 63), (1000, 1000, 1000), (1024, 512, 2048), (16, 4096, 300), (64, 1536, 520),
+         (13, 10200, 1000), (40, 14000, 520)] + _RANDOM_SHAPES,
 )
 
 
@@ -392,6 +393,25 @@ def test_heuristic_and_mode_choice_are_valid():
             cfg = gemm.heuristic_config(M, N, K, dt)
             assert isinstance(cfg, Config)
             assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail", "gluon")
+
+
+def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
+    """The decode rows of heuristic_config as on an H100 (132 SMs): 128-wide TMA tiles where they
+    fill at least 60% of one wave (N >= 10113), 64 or 32 wide below that."""
+    monkeypatch.setattr(gemm.runtime, "INTERPRET", False)
+    monkeypatch.setattr(gemm, "_num_sms", lambda: 132)
+    gemm.heuristic_config.cache_clear()
+    try:
+        tile = lambda M, N, dt=torch.bfloat16: (lambda c: (c.block_m, c.block_n, c.tma))(  # noqa: E731
+            gemm.heuristic_config(M, N, 8192, dt))
+        assert tile(16, 10240) == (16, 128, True) and tile(16, 14336) == (16, 128, True)
+        assert tile(16, 8192) == (16, 64, False) and tile(16, 28672) == (16, 64, False)  # under 60% / over a wave
+        assert tile(64, 10240) == (64, 128, True) and tile(64, 28672) == (64, 128, True)
+        assert tile(64, 8192) == (64, 64, False) and tile(64, 4096) == (64, 32, False)
+        assert tile(64, 10240, torch.int8) == (64, 128, True) and tile(16, 10240, torch.int8) == (16, 64, False)
+        assert tile(64, 10240, torch.float32)[:2] == (64, 64)
+    finally:
+        gemm.heuristic_config.cache_clear()
 
 
 def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
