@@ -444,8 +444,14 @@ def wide_swap_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
         now = _cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
     else:
         now = _cdiv(_cdiv(M, config.block_m) * _cdiv(N, config.block_n), sms)
-    waves, swap = min((_cdiv(gluon_gemm.tiles(M, N, s), sms), s) for s in (False, True))
+    swap = _gluon_orientations(M, N, sms)[0]
+    waves = _cdiv(gluon_gemm.tiles(M, N, swap), sms)
     return swap if waves * _WIDE_TILE_TIME < 0.95 * now else None
+
+
+def _gluon_orientations(M: int, N: int, sms: int) -> list:
+    """The Gluon kernel's two orientations (``swap``), fewer waves of its tiles first (ties: unswapped)."""
+    return sorted((False, True), key=lambda s: (_cdiv(gluon_gemm.tiles(M, N, s), sms), s))
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,
@@ -640,15 +646,29 @@ def _plan_for(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_progra
     """The cached launch plan for these operands. Recomputed on every call, it cost about 10 us of
     host time (H100: 71 -> 61 us a call with tensor descriptors, 68 -> 37 us with pointer loads,
     with the cheaper dtype check)."""
-    key = (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
-           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config, mode, has_bias, tma, flatten,
-           sk_tiles, sk_programs)
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= 4096:  # many shapes seen (e.g. a varying batch): start over rather than grow
-            _PLANS.clear()
-        plan = _PLANS[key] = _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs)
-    return plan
+    key = _operand_key(a, b, c) + (config, mode, has_bias, tma, flatten, sk_tiles, sk_programs)
+    return _cached(_PLANS, key, lambda: _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles,
+                                                   sk_programs))
+
+
+def _operand_key(a, b, c) -> tuple:
+    """What a launch decision may depend on in its operands: shapes, strides, dtypes, device and
+    16-byte alignment (TMA's condition), not the addresses themselves."""
+    return (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
+            a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
+
+
+_MISSING = object()
+
+
+def _cached(cache: dict, key, make):
+    """``cache[key]``, made by ``make()`` the first time (values may be None)."""
+    value = cache.get(key, _MISSING)
+    if value is _MISSING:
+        if len(cache) >= 4096:  # many shapes seen (e.g. a varying batch): start over rather than grow
+            cache.clear()
+        value = cache[key] = make()
+    return value
 
 
 def _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
@@ -797,7 +817,7 @@ def _gluon_orientation(a, b, c, mode, config, autotune) -> "bool | None":
                              "or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
         sms = _num_sms()
         reasons = []
-        for swap in sorted((False, True), key=lambda s: (_cdiv(gluon_gemm.tiles(M, N, s), sms), s)):
+        for swap in _gluon_orientations(M, N, sms):
             why = gluon_gemm.unsupported(a, b, c, swap)
             if why is None:
                 return swap
@@ -806,19 +826,14 @@ def _gluon_orientation(a, b, c, mode, config, autotune) -> "bool | None":
                          "(mode='auto' runs a Triton kernel instead)")
     if mode != "auto" or config is not None or autotune or a.dtype not in (torch.float16, torch.bfloat16):
         return None
-    # cached like the launch plans: what decides is the shapes, strides, dtypes and alignment
-    key = (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
-           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
-    if key not in _GLUON_CHOICES:
-        if len(_GLUON_CHOICES) >= 4096:
-            _GLUON_CHOICES.clear()
-        swap = None
-        if c.dtype == a.dtype and _gluon_here():
-            swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype))
-            if swap is not None and gluon_gemm.unsupported(a, b, c, swap) is not None:
-                swap = None
-        _GLUON_CHOICES[key] = swap
-    return _GLUON_CHOICES[key]
+
+    def choose():
+        if c.dtype != a.dtype or not _gluon_here():
+            return None
+        swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype))
+        return None if swap is None or gluon_gemm.unsupported(a, b, c, swap) is not None else swap
+
+    return _cached(_GLUON_CHOICES, _operand_key(a, b, c), choose)  # per operand layout, like the plans
 
 
 def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -> torch.Tensor:
