@@ -27,8 +27,14 @@ there are. At 1536 x 1536 x 6144 (a long K, so fixed costs fade) the 96 programs
 132 SMs (measured: partial tiles fixed up in the accumulator's own layout) read no faster:
 7.3 TB/s with the fix-up left out (wrong sums), 0.89 x cuBLAS at 1536^3, and 0.62-0.74 with it.
 cuBLAS's 132 tiles of 144 x 128 would need 10.4 TB/s read one SM at a time; its Hopper kernels run in
-clusters of two SMs, which can share a tile through one multicast TMA load. Gluon in Triton 3.6 has
-no multicast copy (later versions add one): that is the next step for this kernel.
+clusters of two SMs, which can share a tile through one multicast TMA load. Triton 3.6 has no
+multicast copy (its compiler stops at "NYI: Support multicast"); Triton 3.9's Gluon has one
+(``tma.async_load(..., multicast=True)``): that is the next step for this kernel.
+
+Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself
+(``tl.range(..., warp_specialize=True)``, its Hopper pass). On a persistent matmul like this one it
+either leaves the loop as it is (8 warps) or, with 4 warps and a pointer epilogue, builds a
+producer and two consumer warpgroups that hung on an H100 at every size tried.
 
 It needs an sm_90 GPU (wgmma), 16-bit inputs and output, ``a`` row-major and, with ``swap``,
 ``b`` stored K-major (``b = w.T`` for a row-major ``w``); :func:`unsupported` says what is missing.
@@ -49,6 +55,10 @@ try:  # Gluon is experimental: absent from older Triton, and its API may move in
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    # The TMA copies are async_copy_global_to_shared / async_copy_shared_to_global in Triton 3.6;
+    # later releases rename them async_load / async_store and make the old names raise.
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
@@ -115,11 +125,11 @@ if gluon is not None:
                 if SWAP:  # the tile is a piece of C^T: transpose it on the way to shared memory
                     c_s.store(halves[i].permute((1, 0)))
                     fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [off_q + i * EPI, off_r], c_s)
+                    _tma_store(c_desc, [off_q + i * EPI, off_r], c_s)
                 else:
                     c_s.store(halves[i])
                     fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [off_r, off_q + i * EPI], c_s)
+                    _tma_store(c_desc, [off_r, off_q + i * EPI], c_s)
         tma.store_wait(pendings=0)
 
     @gluon.jit
@@ -145,13 +155,13 @@ if gluon is not None:
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
                 k = kk * BK
-                tma.async_copy_global_to_shared(x_desc, [off_r, k], bar, x_s0.index(s))
-                tma.async_copy_global_to_shared(x_desc, [off_r + 64, k], bar, x_s1.index(s))
-                tma.async_copy_global_to_shared(x_desc, [off_r + 128, k], bar, x_s2.index(s))
+                _tma_load(x_desc, [off_r, k], bar, x_s0.index(s))
+                _tma_load(x_desc, [off_r + 64, k], bar, x_s1.index(s))
+                _tma_load(x_desc, [off_r + 128, k], bar, x_s2.index(s))
                 if Y_KMAJOR:
-                    tma.async_copy_global_to_shared(y_desc, [off_q, k], bar, y_s.index(s))
+                    _tma_load(y_desc, [off_q, k], bar, y_s.index(s))
                 else:
-                    tma.async_copy_global_to_shared(y_desc, [k, off_q], bar, y_s.index(s))
+                    _tma_load(y_desc, [k, off_q], bar, y_s.index(s))
                 step += 1
 
     @gluon.jit
