@@ -6,6 +6,10 @@ run compiled on larger problems (``course.pick``). bf16 and fp8 need a GPU (``@p
 """
 
 import random
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -436,34 +440,18 @@ def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
 
 
 @pytest.mark.skipif(gluon_gemm.gluon is None, reason="this Triton has no Gluon")
-@pytest.mark.parametrize("swap, y_kmajor, has_bias, dtype", [(False, False, True, "bf16"), (True, True, False, "fp16")],
-                         ids=["rows_along_M_bias", "rows_along_N"])
-def test_gluon_kernel_compiles_for_hopper_without_a_gpu(swap, y_kmajor, has_bias, dtype):
+def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     # Gluon has no interpreter, so on a CPU this is the only check of the kernel: Triton compiles it
-    # for sm_90 all the way to a cubin (API drift between Triton releases fails here, not on a GPU).
-    try:
-        from triton.backends.compiler import GPUTarget
-        from triton.experimental.gluon._runtime import GluonASTSource
-    except ImportError as e:  # private names: they may move in another Triton
-        pytest.skip(f"this Triton compiles Gluon differently: {e}")
-    gl = gluon_gemm.gl
+    # for sm_90 to a cubin (API drift between Triton releases fails here, not on a learner's GPU).
+    # A fresh process: one that has interpreted kernels cannot compile Gluon (see the script).
+    script = Path(__file__).with_name("gluon_compile_check.py")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
+    built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
+    assert len(built) == 2, run.stdout
+    for shared, wgmmas, copies, cubin in built:  # the 5-stage ring fits Hopper's 227 KB
+        assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
 
-    def desc(block):
-        layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, {"bf16": "bfloat16", "fp16": "float16"}[dtype]))
-        return f"tensordesc<{dtype}{block},{layout!r}>"
-
-    y_block = [gluon_gemm.COLS, gluon_gemm.BLOCK_K] if y_kmajor else [gluon_gemm.BLOCK_K, gluon_gemm.COLS]
-    signature = {"x_desc": desc([64, gluon_gemm.BLOCK_K]), "y_desc": desc(y_block),
-                 "c_desc": desc([gluon_gemm.EPI, gluon_gemm.EPI]), "bias_ptr": "*fp32", "R": "i32", "Q": "i32",
-                 "K": "i32"}
-    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": gluon_gemm.STAGES, "Y_KMAJOR": y_kmajor, "SWAP": swap,
-                 "HAS_BIAS": has_bias}
-    signature.update({name: "constexpr" for name in constants})
-    source = GluonASTSource(fn=gluon_gemm._wide_kernel, signature=signature, constexprs=constants,
-                            attrs={(3,): [["tt.divisibility", 16]]})  # bias_ptr: 16-byte aligned, as torch gives
-    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    assert kernel.asm["cubin"] and 200_000 < kernel.metadata.shared <= 227 * 1024  # the 5-stage ring fits
-    assert "wgmma.mma_async" in kernel.asm["ptx"] and "cp.async.bulk.tensor" in kernel.asm["ptx"]
 
 needs_gluon = pytest.mark.skipif(INTERPRET or not gemm._gluon_here(), reason="the Gluon kernel needs an sm_90 GPU")
 

@@ -1,0 +1,54 @@
+"""Compile course.gluon_gemm's kernel for Hopper (sm_90) down to a cubin, with or without a GPU.
+
+Gluon has no interpreter, so on a CPU this is the only way to see that the kernel still builds
+(Triton releases rename Gluon's functions; 3.9 did the TMA copies). ``tests/test_gemm.py`` runs it
+in a fresh process: a process that has interpreted kernels cannot compile this one (the interpreter
+leaves parts of ``triton.language`` in its own form). By hand, it also prints what was built:
+
+    python tests/gluon_compile_check.py
+    rows_along_M bf16 B row-major + bias: 229668 B shared, 12 wgmma, 11 TMA copies, cubin 125456 B
+    ...
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the course, from a checkout
+
+from triton import compile as triton_compile  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402  (private: may move)
+
+from course import gluon_gemm  # noqa: E402
+
+gl = gluon_gemm.gl
+VARIANTS = [  # (name, swap, b K-major, bias, dtype): both orientations, both B layouts
+    ("rows_along_M bf16 B row-major + bias", False, False, True, "bf16"),
+    ("rows_along_N fp16 B K-major", True, True, False, "fp16"),
+]
+
+
+def descriptor(block, dtype):
+    layout = gl.NVMMASharedLayout.get_default_for(block, {"bf16": gl.bfloat16, "fp16": gl.float16}[dtype])
+    return f"tensordesc<{dtype}{block},{layout!r}>"
+
+
+def compile_variant(swap, y_kmajor, has_bias, dtype):
+    g = gluon_gemm
+    y_block = [g.COLS, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, g.COLS]
+    signature = {"x_desc": descriptor([64, g.BLOCK_K], dtype), "y_desc": descriptor(y_block, dtype),
+                 "c_desc": descriptor([g.EPI, g.EPI], dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
+    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.STAGES, "Y_KMAJOR": y_kmajor, "SWAP": swap,
+                 "HAS_BIAS": has_bias}
+    signature.update({name: "constexpr" for name in constants})
+    source = GluonASTSource(fn=g._wide_kernel, signature=signature, constexprs=constants,
+                            attrs={(3,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
+    return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+if __name__ == "__main__":
+    for name, *variant in VARIANTS:
+        kernel = compile_variant(*variant)
+        ptx = kernel.asm["ptx"]
+        print(f"{name}: {kernel.metadata.shared} B shared, {ptx.count('wgmma.mma_async')} wgmma, "
+              f"{ptx.count('cp.async.bulk.tensor')} TMA copies, cubin {len(kernel.asm['cubin'])} B")
