@@ -82,6 +82,15 @@ if gluon is not None:
         return first + (t % per_group) % rows, (t % per_group) // rows
 
     @gluon.jit
+    def _schedule(R, Q, K, BQ: gl.constexpr, BK: gl.constexpr, NUM_SMS: gl.constexpr):
+        """Tiles along R and Q, K-steps per tile, and how many tiles this program computes (every
+        NUM_SMS-th): the consumers and the producer walk the same schedule."""
+        row_tiles = gl.cdiv(R, 192)
+        col_tiles = gl.cdiv(Q, BQ)
+        my_tiles = (row_tiles * col_tiles - gl.program_id(0) + NUM_SMS - 1) // NUM_SMS
+        return row_tiles, col_tiles, gl.cdiv(K, BK), my_tiles
+
+    @gluon.jit
     def _consumer(x_s, y_s, ready, empty, c_desc, c_s, bias_ptr, R, Q, K, WG: gl.constexpr,
                   NUM_SMS: gl.constexpr, GROUP: gl.constexpr, STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr,
                   SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
@@ -90,10 +99,7 @@ if gluon is not None:
         BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
         EPI: gl.constexpr = c_s.type.shape[1]
         pid = gl.program_id(0)
-        row_tiles = gl.cdiv(R, 192)
-        col_tiles = gl.cdiv(Q, BQ)
-        num_k = gl.cdiv(K, BK)
-        my_tiles = (row_tiles * col_tiles - pid + NUM_SMS - 1) // NUM_SMS
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, BQ, BK, NUM_SMS)
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BQ, 16])
         acc = gl.zeros([64, BQ], gl.float32, acc_layout)
@@ -144,10 +150,7 @@ if gluon is not None:
         BQ: gl.constexpr = y_desc.block_type.shape[0] if Y_KMAJOR else y_desc.block_type.shape[1]
         nbytes: gl.constexpr = 3 * x_desc.block_type.nbytes + y_desc.block_type.nbytes
         pid = gl.program_id(0)
-        row_tiles = gl.cdiv(R, 192)
-        col_tiles = gl.cdiv(Q, BQ)
-        num_k = gl.cdiv(K, BK)
-        my_tiles = (row_tiles * col_tiles - pid + NUM_SMS - 1) // NUM_SMS
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, BQ, BK, NUM_SMS)
         step = 0
         for t in range(my_tiles):
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
