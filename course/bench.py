@@ -203,14 +203,12 @@ def run_gemm(args):
             cfg = gemm.heuristic_config(M, N, K, dtype)
             row["config"] = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps} s{cfg.num_stages}"
             row["auto_mode"] = gemm.choose_mode(M, N, K, cfg, dtype=dtype)
-            # Three rounds; in each, the reference runs right before each of our modes and the
+            # Three rounds; in each, the reference runs right after each of our modes and the
             # ratio is taken from that adjacent pair. Clocks drift with power and heat over a run
             # (H100: cuBLAS read 680-780 TFLOP/s on one large shape in different runs), so a ratio
             # of neighbours, median over the rounds, is steadier than a ratio of separate bests.
-            fns = {"ref": ref_fn, **{mode: _ours(a, b, extra, mode, out) for mode in MODES}}
             skipped = _not_run(dtype, M, N, K)
-            for mode in skipped:
-                fns[mode] = None
+            fns = {"ref": ref_fn, **{mode: None if mode in skipped else _ours(a, b, extra, mode, out) for mode in MODES}}
             times = {key: [] for key in fns}
             pair_ratios = {mode: [] for mode in MODES}
             for _ in range(3):

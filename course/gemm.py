@@ -755,13 +755,13 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
                                                                                   num_stages=config.num_stages - 1)
 
 
-def _launch_tail(a, b, c, config, plan, *, a_scale, b_scale, bias, tma, flatten):
-    """``mode="tail"``: the main part and the strip of ``plan`` as two persistent launches on views
+def _launch_tail(a, b, c, config, tail: TailPlan, *, a_scale, b_scale, bias, tma, flatten):
+    """``mode="tail"``: the main part and the strip of ``tail`` as two persistent launches on views
     of the same tensors (and of the scales and bias that go with those rows or columns)."""
     pick = lambda v, part: None if v is None else v[part]  # noqa: E731
     everything = slice(None)
-    for part, cfg in ((slice(None, plan.cut), config), (slice(plan.cut, None), plan.tail_config)):
-        rows, cols = (part, everything) if plan.axis == "m" else (everything, part)
+    for part, cfg in ((slice(None, tail.cut), config), (slice(tail.cut, None), tail.tail_config)):
+        rows, cols = (part, everything) if tail.axis == "m" else (everything, part)
         _launch(a[rows], b[:, cols], c[rows, cols], cfg, "persistent", a_scale=pick(a_scale, rows),
                 b_scale=pick(b_scale, cols), bias=pick(bias, cols), tma=tma,
                 flatten=flatten if cfg is config else None)
