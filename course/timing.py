@@ -2,7 +2,8 @@
 
 On a GPU, :func:`bench` times like ``triton.testing.do_bench`` (CUDA events around each call, the
 L2 cache flushed before it, the median), with one change: before each timed call the GPU waits
-for a moment, so the host has queued the call by the time the GPU reaches it. The result is the
+(twice the host's time for one call, at least ~50 us), so the host has queued the call by the
+time the GPU reaches it. The result is the
 GPU's time for the call, whatever the Python around the launch costs (that host time matters too,
 but it is another number: :func:`host_us`). Without the wait, a launcher that spends longer on the
 host than the GPU spends on the flush is timed partly on the host, and a 10 us kernel can read as
@@ -49,7 +50,8 @@ def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100, max_cpu
 
 
 _FLUSH_BYTES = 256 * 2**20  # more than any GPU's L2 cache (as do_bench)
-_HOST_LEAD_CYCLES = 100_000  # ~50-70 us of GPU idling: longer than our launchers' host time
+_HOST_LEAD_CYCLES = 100_000  # at least ~50-70 us of GPU idling before each timed call
+_FASTEST_CLOCK_HZ = 3e9  # no GPU's SMs run faster: cycles counted at this rate idle at least as long
 
 
 def _gpu_bench(fn, warmup: float, rep: float) -> float:
@@ -61,12 +63,17 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
     torch.cuda.synchronize()
     start, end = event(), event()
     start.record()
+    host_start = time.perf_counter()
     for _ in range(5):
         flush.zero_()
         fn()
+    host_s = (time.perf_counter() - host_start) / 5  # the host's time per call (the GPU runs behind)
     end.record()
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    # The GPU idles twice the host's time before each timed call, at least _HOST_LEAD_CYCLES: a
+    # launcher with more host work (mode="tail" launches twice: ~140 us) is still queued in time.
+    lead_cycles = max(_HOST_LEAD_CYCLES, int(2 * host_s * _FASTEST_CLOCK_HZ))
     for _ in range(max(1, int(warmup / estimate))):
         fn()
     n = max(1, int(rep / estimate))
@@ -74,7 +81,7 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
     idle = getattr(torch.cuda, "_sleep", lambda cycles: None)  # a private torch helper: may go away
     for i in range(n):
         flush.zero_()  # a cold L2, as a GEMM inside a model sees it
-        idle(_HOST_LEAD_CYCLES)  # the GPU spins, the host gets ahead: the launch is queued in time
+        idle(lead_cycles)  # the GPU spins, the host gets ahead: the launch is queued in time
         starts[i].record()
         fn()
         ends[i].record()
