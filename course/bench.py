@@ -207,12 +207,14 @@ def run_gemm(args):
             # ratio is taken from that adjacent pair. Clocks drift with power and heat over a run
             # (H100: cuBLAS read 680-780 TFLOP/s on one large shape in different runs), so a ratio
             # of neighbours, median over the rounds, is steadier than a ratio of separate bests.
+            # Each round starts one mode later, so that no mode is always timed first or last.
             skipped = _not_run(dtype, M, N, K)
             fns = {"ref": ref_fn, **{mode: None if mode in skipped else _ours(a, b, extra, mode, out) for mode in MODES}}
             times = {key: [] for key in fns}
             pair_ratios = {mode: [] for mode in MODES}
-            for _ in range(3):
-                for mode in MODES:
+            timed = [mode for mode in MODES if mode not in skipped]
+            for round_ in range(3):
+                for mode in timed[round_ % len(timed):] + timed[:round_ % len(timed)]:
                     if fns[mode] is None:
                         continue
                     ms = _time_or_report(fns[mode], rep, f"{dname} {name} {mode}")

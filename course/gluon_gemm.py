@@ -17,7 +17,7 @@ product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles for 132 SMs); the epilogue
 64 x 64 piece on its way to shared memory, so C stays row-major.
 
 H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
-0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.85), 1536^3 0.85 (0.75). On big, evenly
+0.96 (Triton tail split 0.90), 512 x 6144 x 4096 0.96 (0.85), 1536^3 0.85 (0.72). On big, evenly
 tiled shapes the Triton kernel stays as fast or faster, so ``matmul(mode="auto")`` picks this one
 only where its tiles fill the SMs' waves clearly better (``course.gemm.choose_mode``).
 
