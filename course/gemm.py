@@ -18,8 +18,8 @@ Modes:
   fill whole waves of SMs, takes the big tiles; the strip left over takes tiles a quarter the size
   (``tail_plan_for``), so the last wave is short instead of as long as a full one.
 * ``"gluon"``: Hopper only: the warp-specialized Gluon kernel of ``course.gluon_gemm``, whose
-  192 x 128 tiles are no power of two (three warpgroups of 64 rows), for shapes where Triton's
-  tiles fill the SMs' waves badly (1536^3, 3072^3, 512 x 6144 x 4096). Not built on stages.
+  192 x 128 and 128 x 144 tiles are no powers of two (warpgroups of 64 rows), for shapes where
+  Triton's tiles fill the SMs' waves badly (1536^3, 3072^3, 512 x 6144 x 4096). Not built on stages.
 * ``"auto"``: the Gluon kernel, Stream-K or the tail split when the last wave would leave many
   SMs idle (wave quantization), else persistent (``choose_mode``).
 
@@ -432,7 +432,8 @@ def wide_swap_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
     quarter smaller at about 0.95 of the speed per SM. It must win by 5%, and ``config`` must be
     the 128 x 256 class: elsewhere Triton's tiles already fit. In the benchmark's shape set that is
     1536^3 (96 tiles against 72), 3072^3 (384: 2.9 waves, against 2.2) and 512 x 6144 x 4096
-    (swapped: 128 tiles against 96).
+    (swapped: 128 tiles against 96). The kernel then runs whichever of its tile shapes reads the
+    fewest bytes per SM (``gluon_gemm.tile_choices``: 128 x 144 at 1536^3).
 
         >>> wide_swap_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)
         True
@@ -638,7 +639,7 @@ class _LaunchPlan:
 
 
 _PLANS: dict = {}
-_GLUON_CHOICES: dict = {}  # auto's Gluon orientation (or None) per operand layout, see _gluon_orientation
+_GLUON_CHOICES: dict = {}  # auto's Gluon (tile, swap), or None, per operand layout: see _gluon_choice
 _SHRUNK: dict = {}  # configs that needed fewer stages than asked for, whatever the shape
 
 
@@ -806,21 +807,22 @@ def _autotuned(a, b, c, mode, **kw):
     return _TUNED[key]
 
 
-def _gluon_orientation(a, b, c, mode, config, autotune) -> "bool | None":
-    """The Gluon kernel's orientation when this call runs it (``mode="gluon"``, or ``"auto"`` where
-    ``choose_mode`` picks it and the operands suit it), else None."""
+def _gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
+    """The Gluon kernel's ``(tile, swap)`` when this call runs it (``mode="gluon"``, or ``"auto"``
+    where ``choose_mode`` picks it and the operands suit it), else None. Its tile shapes are tried
+    fastest first (``gluon_gemm.tile_choices``); auto takes none slower than the 192 x 128 tiles
+    that ``wide_swap_for`` weighed against Triton's."""
     M, K = a.shape
     N = b.shape[1]
     if mode == "gluon":
         if config is not None:
-            raise ValueError("mode='gluon' runs fixed 192 x 128 tiles and takes no config: drop config, "
-                             "or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
-        sms = _num_sms()
+            raise ValueError("mode='gluon' runs fixed 192 x 128 or 128 x 144 tiles and takes no config: drop "
+                             "config, or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
         reasons = []
-        for swap in _gluon_orientations(M, N, sms):
+        for tile, swap in gluon_gemm.tile_choices(M, N, _num_sms()):
             why = gluon_gemm.unsupported(a, b, c, swap)
             if why is None:
-                return swap
+                return tile, swap
             reasons.append(why)
         raise ValueError(f"mode='gluon' cannot run here: {'; '.join(dict.fromkeys(reasons))} "
                          "(mode='auto' runs a Triton kernel instead)")
@@ -830,8 +832,16 @@ def _gluon_orientation(a, b, c, mode, config, autotune) -> "bool | None":
     def choose():
         if c.dtype != a.dtype or not _gluon_here():
             return None
-        swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype))
-        return None if swap is None or gluon_gemm.unsupported(a, b, c, swap) is not None else swap
+        sms = _num_sms()
+        wide_swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype), sms)
+        if wide_swap is None:
+            return None
+        for tile, swap in gluon_gemm.tile_choices(M, N, sms):
+            if gluon_gemm.unsupported(a, b, c, swap) is None:
+                return tile, swap
+            if (tile, swap) == (gluon_gemm.WIDE, wide_swap):
+                return None
+        return None
 
     return _cached(_GLUON_CHOICES, _operand_key(a, b, c), choose)  # per operand layout, like the plans
 
@@ -853,9 +863,10 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
     if out is not None:
         _check_out(out, M, N, out_dtype, a.device)
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
-    swap = _gluon_orientation(a, b, c, mode, config, autotune)
-    if swap is not None:
-        return gluon_gemm.matmul_wide(a, b, c, bias, swap, _num_sms())
+    gluon_choice = _gluon_choice(a, b, c, mode, config, autotune)
+    if gluon_choice is not None:
+        tile, swap = gluon_choice
+        return gluon_gemm.matmul_wide(a, b, c, bias, swap, _num_sms(), tile=tile)
     if autotune and config is None and not runtime.INTERPRET:
         config, mode = _autotuned(a, b, c, mode, bias=bias, **scales)
     config = _resolve_config(config, M, N, K, a.dtype)

@@ -1,39 +1,45 @@
-"""A Hopper GEMM in Gluon whose tiles are 192 x 128: the shape Triton cannot express.
+"""A Hopper GEMM in Gluon with tiles of 192 x 128 or 128 x 144: shapes Triton cannot express.
 
 Triton's tiles are powers of two, and on some shapes that leaves SMs idle however the tiles are
 scheduled: 1536^3 makes 72 tiles of 128 x 256 for 132 SMs; 3072^3 makes 288 (2.2 waves).
-cuBLAS runs 192 x 128 (or 144 x 128) tiles there. Gluon, Triton's lower-level dialect, lets a kernel
+cuBLAS runs 192 x 128 or 144 x 128 tiles there. Gluon, Triton's lower-level dialect, lets a kernel
 give each *warpgroup* its own accumulator, so a 192-row tile is three warpgroups of 64 rows:
 
 * three consumer partitions (4 warps each) each keep a 64 x 128 fp32 accumulator and issue
   ``wgmma`` m64 n128 on their own 64 rows of the A tile and the shared B tile;
-* one producer warp only issues TMA loads into a ring of ``STAGES`` shared-memory slots;
-  ``ready``/``empty`` mbarriers hand the slots back and forth (the consumers free a slot once the
-  wgmma that read it has finished), so the loads of the next tile run during an epilogue;
+* one producer warp only issues TMA loads into a ring of shared-memory slots (``TILES``: 5
+  stages); ``ready``/``empty`` mbarriers hand the slots back and forth (the consumers free a slot
+  once the wgmma that read it has finished), so the loads of the next tile run during an epilogue;
 * the kernel is persistent (one program per SM, tiles in grouped order).
 
-``swap=True`` computes ``C^T = B^T A^T`` instead: the 192-row side is N. That suits a short, wide
-product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles for 132 SMs); the epilogue transposes each
-64 x 64 piece on its way to shared memory, so C stays row-major.
+The 128 x 144 tile is two such warpgroups whose 144 columns are two accumulators, 64 x 128 and
+64 x 16 (a tensor's sides must be powers of two; wgmma takes any multiple of 8), fed by a second,
+16-row B descriptor, with 6 stages. ``swap=True`` computes ``C^T = B^T A^T`` instead: the tile's
+rows run along N. That suits a short, wide product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles
+of 192 x 128 for 132 SMs); the epilogue transposes each piece on its way to shared memory, so C
+stays row-major.
+
+Which tile: the SMs read their operands from L2 at a fixed rate each, about 72-86 GB/s per SM
+whether 48 or 132 of them read (H100, ``.gpu/l2s10.py``: this kernel at 1536 x K x 6144 with 48,
+72, 96 and 132 programs took 49, 50, 51 and 54 us, 3.8 to 9.6 TB/s in all). So a program's time
+is its tiles times the bytes of one: rows + columns per K-step (:func:`tile_choices`). At 1536^3,
+96 tiles of 192 x 128 read 320 per step on 96 SMs; 132 tiles of 128 x 144 read 272 on all 132:
+19.2 -> 18.0 us, 0.84 -> 0.90 x cuBLAS (B K-major; with B row-major the 16-column slices load
+slowly and it stays at 0.85). At 3072^3 three waves of 192 x 128 beat four of 128 x 144.
 
 H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
-0.96 (Triton tail split 0.90), 512 x 6144 x 4096 0.96 (0.85), 1536^3 0.85 (0.72). On big, evenly
+0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.86), 1536^3 0.90 (0.72). On big, evenly
 tiled shapes the Triton kernel stays as fast or faster, so ``matmul(mode="auto")`` picks this one
 only where its tiles fill the SMs' waves clearly better (``course.gemm.choose_mode``).
 
-Why 1536^3 stays at 0.85: the limit is how fast the SMs read operands from L2, not how many tiles
-there are. At 1536 x 1536 x 6144 (a long K, so fixed costs fade) the 96 programs read 7.2 TB/s
-(40 KB per K-step each). The same kernel with a Stream-K remainder spreading the 96 tiles over all
-132 SMs (measured: partial tiles fixed up in the accumulator's own layout) read no faster:
-7.3 TB/s with the fix-up left out (wrong sums), 0.89 x cuBLAS at 1536^3, and 0.62-0.74 with it.
-In bytes: tiles of r x c rows and columns read M*N*K*2 B*(1/r + 1/c) from L2, at 1536^3 94 MB for
-192 x 128 and 85 MB for 128 x 256 (Stream-K's partial sums add back what the bigger tile saves):
-11.6-12.9 us at 7.3 TB/s plus about 6 us of fixed costs (18.8 us in all now), against 16 us for
-cuBLAS: 0.95 needs 16.8 us.
-cuBLAS's 132 tiles of 144 x 128 would need 10.4 TB/s read one SM at a time; its Hopper kernels run in
-clusters of two SMs, which can share a tile through one multicast TMA load. Triton 3.6 has no
-multicast copy (its compiler stops at "NYI: Support multicast"); Triton 3.9's Gluon has one
-(``tma.async_load(..., multicast=True)``): that is the next step for this kernel.
+What is left at 1536^3: about 11.6 us of operand reads at 72 GB/s per SM and 6 us of fixed costs
+(launch, the first loads from HBM, the epilogue of a single wave), against 16 us for cuBLAS.
+Reading fewer bytes per SM needs two SMs to share a tile's operands: a cluster whose TMA load
+multicasts into both SMs' shared memory. Triton 3.6 has no multicast copy (its compiler stops at
+"NYI: Support multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
+(A Stream-K variant that spread the 96 tiles of 192 x 128 over all 132 SMs got no faster, even
+without its fix-up, which once suggested a limit on L2 as a whole; with one whole tile per program
+the total grows with the programs, as above.)
 
 Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself
 (``tl.range(..., warp_specialize=True)``, its Hopper pass). On a persistent matmul like this one it
@@ -66,9 +72,14 @@ try:  # Gluon is experimental: absent from older Triton, and its API may move in
 except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
-ROWS, COLS, BLOCK_K = 192, 128, 64  # tile: three warpgroups of 64 rows; K step
-STAGES = 5  # 5 x 40 KB of operands + 3 x 8 KB of epilogue staging fits Hopper's 227 KB
-EPI = 64  # the epilogue stores 64 x 64 pieces
+BLOCK_K = 64  # K step
+EPI = 64  # the epilogue stores 64 x 64 pieces (and a 64 x 16 one for the 144-column tile)
+# Tile shapes (rows x columns), each with its pipeline depth: as many stages of operands as fit
+# Hopper's 227 KB next to the epilogue's staging buffers. 192 x 128 is three warpgroups of 64 rows
+# (5 x 40 KB + 3 x 8 KB); 128 x 144 is two, whose 144 columns are a 128- and a 16-wide wgmma
+# (Triton's tensors are powers of two): 6 x 34 KB + 2 x 10 KB.
+TILES = {(192, 128): 5, (128, 144): 6}
+WIDE = (192, 128)
 
 
 if gluon is not None:
@@ -82,27 +93,57 @@ if gluon is not None:
         return first + (t % per_group) % rows, (t % per_group) // rows
 
     @gluon.jit
-    def _schedule(R, Q, K, BQ: gl.constexpr, BK: gl.constexpr, NUM_SMS: gl.constexpr):
+    def _schedule(R, Q, K, BR: gl.constexpr, BQ: gl.constexpr, BK: gl.constexpr, NUM_SMS: gl.constexpr):
         """Tiles along R and Q, K-steps per tile, and how many tiles this program computes (every
         NUM_SMS-th): the consumers and the producer walk the same schedule."""
-        row_tiles = gl.cdiv(R, 192)
+        row_tiles = gl.cdiv(R, BR)
         col_tiles = gl.cdiv(Q, BQ)
         my_tiles = (row_tiles * col_tiles - gl.program_id(0) + NUM_SMS - 1) // NUM_SMS
         return row_tiles, col_tiles, gl.cdiv(K, BK), my_tiles
 
     @gluon.jit
-    def _consumer(x_s, y_s, ready, empty, c_desc, c_s, bias_ptr, R, Q, K, WG: gl.constexpr,
-                  NUM_SMS: gl.constexpr, GROUP: gl.constexpr, STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr,
-                  SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
-        """Warpgroup WG: rows 64*WG .. 64*WG+63 of every tile of this program, start to store."""
+    def _add_bias(out, off_r, off_q, bias_ptr, R, Q, SWAP: gl.constexpr):
+        """``out`` (rows from off_r, columns from off_q) plus bias, which is per column of C: the
+        tile's columns, or its rows when swapped."""
+        layout: gl.constexpr = out.type.layout
+        if SWAP:
+            idx = off_r + gl.arange(0, out.shape[0], layout=gl.SliceLayout(1, layout))
+            return out + gl.load(bias_ptr + idx, mask=idx < R, other=0.0).to(gl.float32)[:, None]
+        else:
+            idx = off_q + gl.arange(0, out.shape[1], layout=gl.SliceLayout(0, layout))
+            return out + gl.load(bias_ptr + idx, mask=idx < Q, other=0.0).to(gl.float32)[None, :]
+
+    @gluon.jit
+    def _store_piece(piece, c_desc, c_s, off_r, off_q, SWAP: gl.constexpr):
+        """One piece of a tile through its staging buffer; TMA clips it at C's edge."""
+        tma.store_wait(pendings=0)  # the buffer's previous piece has left it
+        if SWAP:  # the tile is a piece of C^T: transpose it on the way to shared memory
+            c_s.store(piece.permute((1, 0)))
+            fence_async_shared()
+            _tma_store(c_desc, [off_q, off_r], c_s)
+        else:
+            c_s.store(piece)
+            fence_async_shared()
+            _tma_store(c_desc, [off_r, off_q], c_s)
+
+    @gluon.jit
+    def _consumer(x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, WG: gl.constexpr,
+                  WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
+                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """Warpgroup WG: rows 64*WG .. 64*WG+63 of every tile of this program, start to store.
+        With EXTRA columns, a second, EXTRA-wide accumulator takes the tile's last columns."""
         BK: gl.constexpr = x_s.type.shape[2]
         BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
         EPI: gl.constexpr = c_s.type.shape[1]
         pid = gl.program_id(0)
-        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, BQ, BK, NUM_SMS)
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BQ, 16])
+        acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                              instr_shape=[16, 16, 16])
         acc = gl.zeros([64, BQ], gl.float32, acc_layout)
+        acc2 = gl.zeros([64, 16], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
+        MMAS: gl.constexpr = 2 if EXTRA > 0 else 1  # wgmma groups per K-step
         step = 0  # K-steps done by this program so far: the ring slot and its phase
         for t in range(my_tiles):
             for kk in range(num_k):
@@ -110,52 +151,48 @@ if gluon is not None:
                 mbarrier.wait(ready.index(s), (step // STAGES) & 1)
                 y = y_s.index(s).permute((1, 0)) if Y_KMAJOR else y_s.index(s)
                 acc = warpgroup_mma(x_s.index(s), y, acc, use_acc=kk > 0, is_async=True)
-                # one wgmma in flight: the previous one is done, so its slot can be refilled
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                if EXTRA > 0:
+                    y2 = y2_s.index(s).permute((1, 0)) if Y_KMAJOR else y2_s.index(s)
+                    acc2 = warpgroup_mma(x_s.index(s), y2, acc2, use_acc=kk > 0, is_async=True)
+                # one K-step in flight: the previous one is done, so its slot can be refilled
+                acc, acc2 = warpgroup_mma_wait(num_outstanding=MMAS, deps=(acc, acc2))
                 mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
                 step += 1
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc2))
             mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1)
 
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
-            off_r = pid_r * 192 + 64 * WG
-            off_q = pid_q * BQ
+            off_r = pid_r * (64 * WGS) + 64 * WG
+            off_q = pid_q * (BQ + EXTRA)
             out = acc
-            if HAS_BIAS:  # bias is per column of C: the tile's columns, or its rows when swapped
-                if SWAP:
-                    idx = off_r + gl.arange(0, 64, layout=gl.SliceLayout(1, acc_layout))
-                    out = out + gl.load(bias_ptr + idx, mask=idx < R, other=0.0).to(gl.float32)[:, None]
-                else:
-                    idx = off_q + gl.arange(0, BQ, layout=gl.SliceLayout(0, acc_layout))
-                    out = out + gl.load(bias_ptr + idx, mask=idx < Q, other=0.0).to(gl.float32)[None, :]
-            # two 64 x 64 pieces (columns 0-63, 64-127) through one staging buffer; TMA clips at C's edge
+            if HAS_BIAS:
+                out = _add_bias(out, off_r, off_q, bias_ptr, R, Q, SWAP)
+            # 64 x 64 pieces (columns 0-63, 64-127) through one staging buffer
             halves = out.to(c_desc.dtype).reshape(64, 2, EPI).permute(0, 2, 1).split()
             for i in gl.static_range(2):
-                tma.store_wait(pendings=0)  # the previous piece has left c_s
-                if SWAP:  # the tile is a piece of C^T: transpose it on the way to shared memory
-                    c_s.store(halves[i].permute((1, 0)))
-                    fence_async_shared()
-                    _tma_store(c_desc, [off_q + i * EPI, off_r], c_s)
-                else:
-                    c_s.store(halves[i])
-                    fence_async_shared()
-                    _tma_store(c_desc, [off_r, off_q + i * EPI], c_s)
+                _store_piece(halves[i], c_desc, c_s, off_r, off_q + i * EPI, SWAP)
+            if EXTRA > 0:
+                out2 = acc2
+                if HAS_BIAS:
+                    out2 = _add_bias(out2, off_r, off_q + BQ, bias_ptr, R, Q, SWAP)
+                _store_piece(out2.to(c_desc.dtype), c2_desc, c2_s, off_r, off_q + BQ, SWAP)
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _producer(x_desc, y_desc, x_s0, x_s1, x_s2, y_s, ready, empty, R, Q, K,
-                  NUM_SMS: gl.constexpr, GROUP: gl.constexpr, STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
+    def _producer(x_desc, y_desc, y2_desc, x_s0, x_s1, x_s2, y_s, y2_s, ready, empty, R, Q, K,
+                  WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
+                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
         """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BQ: gl.constexpr = y_desc.block_type.shape[0] if Y_KMAJOR else y_desc.block_type.shape[1]
-        nbytes: gl.constexpr = 3 * x_desc.block_type.nbytes + y_desc.block_type.nbytes
+        nbytes: gl.constexpr = WGS * x_desc.block_type.nbytes + y_desc.block_type.nbytes + EXTRA * BK * 2
         pid = gl.program_id(0)
-        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, BQ, BK, NUM_SMS)
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
         step = 0
         for t in range(my_tiles):
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
-            off_r = pid_r * 192
-            off_q = pid_q * BQ
+            off_r = pid_r * (64 * WGS)
+            off_q = pid_q * (BQ + EXTRA)
             for kk in range(num_k):
                 s = step % STAGES
                 mbarrier.wait(empty.index(s), ((step // STAGES) & 1) ^ 1)  # first pass: free
@@ -164,40 +201,62 @@ if gluon is not None:
                 k = kk * BK
                 _tma_load(x_desc, [off_r, k], bar, x_s0.index(s))
                 _tma_load(x_desc, [off_r + 64, k], bar, x_s1.index(s))
-                _tma_load(x_desc, [off_r + 128, k], bar, x_s2.index(s))
+                if WGS == 3:
+                    _tma_load(x_desc, [off_r + 128, k], bar, x_s2.index(s))
                 if Y_KMAJOR:
                     _tma_load(y_desc, [off_q, k], bar, y_s.index(s))
+                    if EXTRA > 0:
+                        _tma_load(y2_desc, [off_q + BQ, k], bar, y2_s.index(s))
                 else:
                     _tma_load(y_desc, [k, off_q], bar, y_s.index(s))
+                    if EXTRA > 0:
+                        _tma_load(y2_desc, [k, off_q + BQ], bar, y2_s.index(s))
                 step += 1
 
     @gluon.jit
-    def _wide_kernel(x_desc, y_desc, c_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
-                     STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
-        """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP)."""
+    def _wide_kernel(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr,
+                     GROUP: gl.constexpr, STAGES: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr,
+                     Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP).
+        Tiles of 64*WGS rows (WGS = 3, EXTRA = 0) or 128 + EXTRA columns (WGS = 2, EXTRA = 16);
+        y2_desc and c2_desc are the EXTRA columns' descriptors (unused without them)."""
+        gl.static_assert((WGS == 3 and EXTRA == 0) or (WGS == 2 and EXTRA == 16), "tiles: 192 x 128 or 128 x 144")
         BK: gl.constexpr = x_desc.block_type.shape[1]
         x_s0 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
         x_s1 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
-        x_s2 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
         y_s = gl.allocate_shared_memory(y_desc.dtype, [STAGES] + y_desc.block_type.shape, y_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)  # the producer's expect + the TMA bytes
-            mbarrier.init(empty.index(i), count=3)  # one arrival per consumer warpgroup
+            mbarrier.init(empty.index(i), count=WGS)  # one arrival per consumer warpgroup
         c_s0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
         c_s1 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-        c_s2 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-        gl.warp_specialize([
-            (_consumer, (x_s0, y_s, ready, empty, c_desc, c_s0, bias_ptr, R, Q, K, 0, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
-                         HAS_BIAS)),
-            (_consumer, (x_s1, y_s, ready, empty, c_desc, c_s1, bias_ptr, R, Q, K, 1, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
-                         HAS_BIAS)),
-            (_consumer, (x_s2, y_s, ready, empty, c_desc, c_s2, bias_ptr, R, Q, K, 2, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP,
-                         HAS_BIAS)),
-            (_producer, (x_desc, y_desc, x_s0, x_s1, x_s2, y_s, ready, empty, R, Q, K, NUM_SMS, GROUP, STAGES,
-                         Y_KMAJOR)),
-        ], [4, 4, 1], [152, 152, 40])  # registers per thread: consumers 64 for the accumulator + work
+        if WGS == 3:
+            x_s2 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
+            c_s2 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+            gl.warp_specialize([
+                (_consumer, (x_s0, y_s, y_s, ready, empty, c_desc, c_desc, c_s0, c_s0, bias_ptr, R, Q, K, 0, WGS,
+                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
+                (_consumer, (x_s1, y_s, y_s, ready, empty, c_desc, c_desc, c_s1, c_s1, bias_ptr, R, Q, K, 1, WGS,
+                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
+                (_consumer, (x_s2, y_s, y_s, ready, empty, c_desc, c_desc, c_s2, c_s2, bias_ptr, R, Q, K, 2, WGS,
+                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
+                (_producer, (x_desc, y_desc, y_desc, x_s0, x_s1, x_s2, y_s, y_s, ready, empty, R, Q, K, WGS, EXTRA,
+                             NUM_SMS, GROUP, STAGES, Y_KMAJOR)),
+            ], [4, 4, 1], [152, 152, 40])  # registers per thread: consumers 64 for the accumulator + work
+        else:
+            y2_s = gl.allocate_shared_memory(y2_desc.dtype, [STAGES] + y2_desc.block_type.shape, y2_desc.layout)
+            c2_s0 = gl.allocate_shared_memory(c2_desc.dtype, c2_desc.block_type.shape, c2_desc.layout)
+            c2_s1 = gl.allocate_shared_memory(c2_desc.dtype, c2_desc.block_type.shape, c2_desc.layout)
+            gl.warp_specialize([
+                (_consumer, (x_s0, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s0, c2_s0, bias_ptr, R, Q, K, 0, WGS,
+                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
+                (_consumer, (x_s1, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s1, c2_s1, bias_ptr, R, Q, K, 1, WGS,
+                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
+                (_producer, (x_desc, y_desc, y2_desc, x_s0, x_s1, x_s1, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA,
+                             NUM_SMS, GROUP, STAGES, Y_KMAJOR)),
+            ], [4, 1], [152, 40])  # registers per thread: consumers 64 + 8 for the accumulators + work
 
 
 def _layout(t: torch.Tensor):
@@ -207,10 +266,27 @@ def _layout(t: torch.Tensor):
     return gemm._tma_layout(t)
 
 
-def tiles(M: int, N: int, swap: bool) -> int:
-    """Number of 192 x 128 tiles of an M x N output (192 rows along N when ``swap``)."""
+def tiles(M: int, N: int, swap: bool, tile: tuple = WIDE) -> int:
+    """Number of ``tile`` (rows x columns) tiles of an M x N output (the rows along N when ``swap``)."""
     rows, cols = (N, M) if swap else (M, N)
-    return -(-rows // ROWS) * -(-cols // COLS)
+    return -(-rows // tile[0]) * -(-cols // tile[1])
+
+
+def tile_choices(M: int, N: int, num_sms: int) -> list:
+    """``[(tile, swap)]`` for an M x N output, the fastest first by a model of what limits this
+    kernel: each SM reads its operands from L2 at a fixed rate (H100: 73-86 GB/s per SM whether 48
+    or 132 SMs read; ``.gpu/l2s10.py``), so a program's time is its tiles times the bytes of one,
+    rows + columns per K-step. At 1536^3 that picks 132 tiles of 128 x 144 (272 per step) over 96
+    of 192 x 128 (320); at 3072^3, 3 waves of 192 x 128 (960) over 4 of 128 x 144 (1088).
+
+        >>> tile_choices(1536, 1536, 132)[0]
+        ((128, 144), False)
+    """
+    def cost(choice):
+        tile, swap = choice
+        return -(-tiles(M, N, swap, tile) // num_sms) * (tile[0] + tile[1]), swap
+
+    return sorted(((tile, swap) for tile in TILES for swap in (False, True)), key=cost)
 
 
 def unsupported(a, b, c, swap: bool) -> str | None:
@@ -230,7 +306,7 @@ def unsupported(a, b, c, swap: bool) -> str | None:
         return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
     b_kmajor = _layout(b)
     if swap and b_kmajor is not True:
-        return "with the 192-row side along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
+        return "with the tile rows along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
     if b_kmajor is None:
         return "b must be row-major or K-major with 16-byte aligned rows: pass b.contiguous()"
     return None
@@ -247,8 +323,9 @@ def _descriptor(t: torch.Tensor, block: list) -> "TensorDescriptor":
 
 
 def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, swap: bool,
-                num_sms: int, group: int = 8) -> torch.Tensor:
-    """``c = a @ b (+ bias)`` with 192 x 128 tiles (inputs already checked, see :func:`unsupported`)."""
+                num_sms: int, group: int = 8, tile: tuple = WIDE) -> torch.Tensor:
+    """``c = a @ b (+ bias)`` with ``tile`` (192 x 128 or 128 x 144) tiles, their rows along N when
+    ``swap`` (inputs already checked, see :func:`unsupported`)."""
     M, K = a.shape
     N = b.shape[1]
     if swap:  # X = B^T (N x K, row-major), Y = A (M x K, K-major operand)
@@ -257,11 +334,16 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
         x, R, Q = a, M, N
         y_kmajor = _layout(b)
         y = b.T if y_kmajor else b
+    extra = tile[1] - 128  # columns past the 128-wide wgmma: 0 or 16
     x_desc = _descriptor(x, [64, BLOCK_K])
-    y_desc = _descriptor(y, [COLS, BLOCK_K] if y_kmajor else [BLOCK_K, COLS])
+    y_desc = _descriptor(y, [128, BLOCK_K] if y_kmajor else [BLOCK_K, 128])
     c_desc = _descriptor(c, [EPI, EPI])
-    grid = (min(num_sms, tiles(M, N, swap)),)
-    _wide_kernel[grid](x_desc, y_desc, c_desc, bias if bias is not None else c, R, Q, K, NUM_SMS=num_sms,
-                       GROUP=group, STAGES=STAGES, Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None,
-                       num_warps=4)
+    y2_desc, c2_desc = y_desc, c_desc  # placeholders: the 192 x 128 tile has no extra columns
+    if extra:
+        y2_desc = _descriptor(y, [extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra])
+        c2_desc = _descriptor(c, [extra, EPI] if swap else [EPI, extra])
+    grid = (min(num_sms, tiles(M, N, swap, tile)),)
+    _wide_kernel[grid](x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K,
+                       NUM_SMS=num_sms, GROUP=group, STAGES=TILES[tile], WGS=tile[0] // 64, EXTRA=extra,
+                       Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None, num_warps=4)
     return c

@@ -22,9 +22,11 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402  (pr
 from course import gluon_gemm  # noqa: E402
 
 gl = gluon_gemm.gl
-VARIANTS = [  # (name, swap, b K-major, bias, dtype): both orientations, both B layouts
-    ("rows_along_M bf16 B row-major + bias", False, False, True, "bf16"),
-    ("rows_along_N fp16 B K-major", True, True, False, "fp16"),
+VARIANTS = [  # (name, tile, swap, b K-major, bias, dtype): both tiles, orientations and B layouts
+    ("192x128 rows_along_M bf16 B row-major + bias", (192, 128), False, False, True, "bf16"),
+    ("192x128 rows_along_N fp16 B K-major", (192, 128), True, True, False, "fp16"),
+    ("128x144 rows_along_M fp16 B row-major", (128, 144), False, False, False, "fp16"),
+    ("128x144 rows_along_N bf16 B K-major + bias", (128, 144), True, True, True, "bf16"),
 ]
 
 
@@ -33,16 +35,21 @@ def descriptor(block, dtype):
     return f"tensordesc<{dtype}{block},{layout!r}>"
 
 
-def compile_variant(swap, y_kmajor, has_bias, dtype):
+def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
     g = gluon_gemm
-    y_block = [g.COLS, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, g.COLS]
+    extra = tile[1] - 128 or 128  # the 192 x 128 tile passes its main descriptors again
+    y_block, y2_block = ([128, g.BLOCK_K], [extra, g.BLOCK_K]) if y_kmajor else ([g.BLOCK_K, 128], [g.BLOCK_K, extra])
+    c2_block = [extra, g.EPI] if swap else [g.EPI, extra]
+    if tile == g.WIDE:
+        c2_block = [g.EPI, g.EPI]
     signature = {"x_desc": descriptor([64, g.BLOCK_K], dtype), "y_desc": descriptor(y_block, dtype),
-                 "c_desc": descriptor([g.EPI, g.EPI], dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
-    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.STAGES, "Y_KMAJOR": y_kmajor, "SWAP": swap,
-                 "HAS_BIAS": has_bias}
+                 "y2_desc": descriptor(y2_block, dtype), "c_desc": descriptor([g.EPI, g.EPI], dtype),
+                 "c2_desc": descriptor(c2_block, dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
+    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.TILES[tile], "WGS": tile[0] // 64, "EXTRA": tile[1] - 128,
+                 "Y_KMAJOR": y_kmajor, "SWAP": swap, "HAS_BIAS": has_bias}
     signature.update({name: "constexpr" for name in constants})
     source = GluonASTSource(fn=g._wide_kernel, signature=signature, constexprs=constants,
-                            attrs={(3,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
+                            attrs={(5,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
     return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 
 

@@ -436,6 +436,19 @@ def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
     for M, N in [(1536, 1536), (601, 9000), (5, 7)]:  # tile counts, both orientations
         assert gluon_gemm.tiles(M, N, False) == -(-M // 192) * -(-N // 128)
         assert gluon_gemm.tiles(M, N, True) == -(-N // 192) * -(-M // 128)
+        assert gluon_gemm.tiles(M, N, True, (128, 144)) == -(-N // 128) * -(-M // 144)
+
+
+def test_gluon_tile_choice_reads_the_fewest_bytes_per_sm():
+    # Each program's time ~ its tiles x (rows + columns): 1536^3 fills one wave with 132 tiles of
+    # 128 x 144 (272 per K-step) where 96 of 192 x 128 read 320; 3072^3 keeps 192 x 128 (3 waves x 320
+    # against 4 x 272); 512 x 6144 runs 192 x 128 with its rows along N (one wave).
+    first = {(M, N): gluon_gemm.tile_choices(M, N, 132)[0] for M, N in [(1536, 1536), (3072, 3072), (512, 6144)]}
+    assert first == {(1536, 1536): ((128, 144), False), (3072, 3072): ((192, 128), False),
+                     (512, 6144): ((192, 128), True)}
+    for M, N in [(1536, 1536), (100, 7000), (1, 1)]:  # every tile and orientation, once
+        assert sorted(gluon_gemm.tile_choices(M, N, 132)) == sorted(
+            (tile, swap) for tile in gluon_gemm.TILES for swap in (False, True))
 
 
 
@@ -448,8 +461,8 @@ def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
     built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
-    assert len(built) == 2, run.stdout
-    for shared, wgmmas, copies, cubin in built:  # the 5-stage ring fits Hopper's 227 KB
+    assert len(built) == 4, run.stdout  # both tile shapes, both orientations
+    for shared, wgmmas, copies, cubin in built:  # the 5- or 6-stage ring fits Hopper's 227 KB
         assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
 
 
@@ -463,8 +476,10 @@ needs_gluon = pytest.mark.skipif(INTERPRET or not gemm._gluon_here(), reason="th
 @pytest.mark.parametrize("swap", [False, True], ids=["rows_along_M", "rows_along_N"])
 @pytest.mark.parametrize("shape", [(1536, 1536, 1536), (601, 1000, 40), (1, 8, 8), (200, 328, 136), (512, 6144, 520)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_gluon_kernel_matches_float64(shape, swap, b_layout, dtype):
-    # Odd M, K below and not a multiple of the K step, tiles past every edge; both orientations.
+@pytest.mark.parametrize("tile", list(gluon_gemm.TILES), ids=lambda t: "x".join(map(str, t)))
+def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
+    # Odd M, K below and not a multiple of the K step, tiles past every edge (136 columns: the
+    # 128 x 144 tile's last 16 are past N); both orientations, both tile shapes.
     M, N, K = shape
     a = _randn(M, K, dtype=dtype)
     b = _randn(N, K, dtype=dtype).T if b_layout == "kmajor" else _randn(K, N, dtype=dtype)
@@ -475,8 +490,8 @@ def test_gluon_kernel_matches_float64(shape, swap, b_layout, dtype):
         return
     assert why is None
     bias = _randn(N, dtype=torch.float32)
-    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm._num_sms())
-    check(f"gluon {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, _reference(a, b, bias))
+    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm._num_sms(), tile=tile)
+    check(f"gluon {tile} {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, _reference(a, b, bias))
 
 
 @needs_gluon
@@ -487,18 +502,19 @@ def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
     M, N, K = shape
     a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
     cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
-    expected_swap = gemm.wide_swap_for(M, N, cfg)
-    if expected_swap is None:  # another SM count (e.g. an H100 PCIe): not this GPU's choice
+    if gemm.wide_swap_for(M, N, cfg) is None:  # another SM count (e.g. an H100 PCIe): not this GPU's choice
         pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm._num_sms()} SMs")
+    expected = gluon_gemm.tile_choices(M, N, gemm._num_sms())[0]  # (tile, swap): b is K-major, all suit
     calls = []
     real = gluon_gemm.matmul_wide
-    monkeypatch.setattr(gluon_gemm, "matmul_wide", lambda *args: calls.append(args[4]) or real(*args))
+    monkeypatch.setattr(gluon_gemm, "matmul_wide",
+                        lambda *args, **kw: calls.append((kw["tile"], args[4])) or real(*args, **kw))
     out = poisoned((M, N), torch.bfloat16, DEVICE)
     matmul(a, b, out=out)
-    assert calls == [expected_swap]
+    assert calls == [expected]
     check(f"auto (gluon) {M}x{N}x{K}", out, _reference(a, b))
     matmul(a.T.contiguous().T, b, out=out)  # a column-major a: the Gluon kernel cannot read it, Triton runs
-    assert calls == [expected_swap]
+    assert calls == [expected]
     check(f"auto (gluon fallback) {M}x{N}x{K}", out, _reference(a, b))
 
 
@@ -534,7 +550,7 @@ ERRORS = [
      r"float64, which matmul does not support.*pass one of"),
     ("bad mode", lambda: matmul(_f16(4, 5), _f16(5, 6), mode="fast"), ValueError, r"mode='fast'.*'streamk'"),
     ("gluon with a config", lambda: matmul(_f16(4, 8), _f16(8, 8), mode="gluon", config=Config(16, 16, 16)),
-     ValueError, r"mode='gluon' runs fixed 192 x 128 tiles and takes no config"),
+     ValueError, r"mode='gluon' runs fixed 192 x 128 or 128 x 144 tiles and takes no config"),
     ("gluon int8", lambda: matmul_int8(_i8(4, 8), _i8(8, 8), _ones(4), _ones(8), mode="gluon"), ValueError,
      r"mode='gluon' takes float16 or bfloat16 inputs, not int8"),
     ("bias length", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(4)), ValueError,
