@@ -445,14 +445,10 @@ def wide_swap_for(M: int, N: int, config: Config, num_sms: int | None = None) ->
         now = _cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
     else:
         now = _cdiv(_cdiv(M, config.block_m) * _cdiv(N, config.block_n), sms)
-    swap = _gluon_orientations(M, N, sms)[0]
+    # the 192 x 128 tile's better orientation: fewer waves (ties: unswapped), as tile_choices orders it
+    swap = next(s for tile, s in gluon_gemm.tile_choices(M, N, sms) if tile == gluon_gemm.WIDE)
     waves = _cdiv(gluon_gemm.tiles(M, N, swap), sms)
     return swap if waves * _WIDE_TILE_TIME < 0.95 * now else None
-
-
-def _gluon_orientations(M: int, N: int, sms: int) -> list:
-    """The Gluon kernel's two orientations (``swap``), fewer waves of its tiles first (ties: unswapped)."""
-    return sorted((False, True), key=lambda s: (_cdiv(gluon_gemm.tiles(M, N, s), sms), s))
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,

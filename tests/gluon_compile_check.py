@@ -37,15 +37,17 @@ def descriptor(block, dtype):
 
 def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
     g = gluon_gemm
-    extra = tile[1] - 128 or 128  # the 192 x 128 tile passes its main descriptors again
-    y_block, y2_block = ([128, g.BLOCK_K], [extra, g.BLOCK_K]) if y_kmajor else ([g.BLOCK_K, 128], [g.BLOCK_K, extra])
-    c2_block = [extra, g.EPI] if swap else [g.EPI, extra]
-    if tile == g.WIDE:
-        c2_block = [g.EPI, g.EPI]
+    y_block = [128, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, 128]
+    extra = tile[1] - 128
+    if extra:  # the extra columns' own descriptors, as matmul_wide builds them
+        y2_block = [extra, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, extra]
+        c2_block = [extra, g.EPI] if swap else [g.EPI, extra]
+    else:  # the 192 x 128 tile passes its main descriptors again
+        y2_block, c2_block = y_block, [g.EPI, g.EPI]
     signature = {"x_desc": descriptor([64, g.BLOCK_K], dtype), "y_desc": descriptor(y_block, dtype),
                  "y2_desc": descriptor(y2_block, dtype), "c_desc": descriptor([g.EPI, g.EPI], dtype),
                  "c2_desc": descriptor(c2_block, dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
-    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.TILES[tile], "WGS": tile[0] // 64, "EXTRA": tile[1] - 128,
+    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.TILES[tile], "WGS": tile[0] // 64, "EXTRA": extra,
                  "Y_KMAJOR": y_kmajor, "SWAP": swap, "HAS_BIAS": has_bias}
     signature.update({name: "constexpr" for name in constants})
     source = GluonASTSource(fn=g._wide_kernel, signature=signature, constexprs=constants,
