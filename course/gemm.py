@@ -30,6 +30,9 @@ layouts allow it (a unit stride, 16-byte aligned rows). The host builds the desc
 runs on either, and ``DescriptorOutputView`` has the same ``store`` (epilogue, then a TMA store).
 A :class:`Config` can turn TMA off (``heuristic_config`` does for decode, where pointer loads
 measured faster); other layouts, other GPUs and the interpreter use pointer loads (any strides).
+Rows that TMA cannot read (a row stride that is no multiple of 16 bytes, e.g. K = 4014 in bf16)
+are slow either way, so on a GPU ``matmul`` copies such operands into 128-byte aligned rows first
+where the product is big enough to pay for the copy (``aligned_copies_for``).
 Under the interpreter (no GPU) the same launchers run on CPU tensors with tiny blocks.
 
 What a launch needs that depends only on shapes, strides, dtypes, alignment and the
@@ -59,7 +62,8 @@ from course.stages import (
 )
 
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "streamk_programs_for", "tail_plan_for", "wide_swap_for", "MODES", "supported_dtypes"]
+           "streamk_programs_for", "tail_plan_for", "wide_swap_for", "aligned_copies_for", "aligned_copy", "MODES",
+           "supported_dtypes"]
 
 MODES = ("auto", "persistent", "streamk", "tail", "gluon")
 
@@ -622,6 +626,60 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
     return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [block_rows, block_cols])
 
 
+# Operands whose rows TMA cannot read (a row stride that is no multiple of 16 bytes, such as K =
+# 4014 in bf16) leave the kernel with 2-byte pointer loads, and an output it cannot write with a
+# pointer epilogue that takes shared memory from the pipeline: 0.1-0.5 x cuBLAS (H100, bf16,
+# .gpu/pad11.py). Copied into rows that start on 128-byte boundaries they run at full speed
+# (3905 x 4785 x 4014: 0.18 -> 2.9 x cuBLAS, copies included, 971 x 3858 x 2685 0.25 -> 1.9,
+# 4528 x 717 x 687 0.21 -> 1.1, 237 x 5626 x 896 with only C copied 0.52 -> 1.1; cuBLAS is slow on
+# such rows too). A copy pays where the product does enough work per copied element:
+# MACS_PER_COPIED_ELEMENT, i.e. N for A, M for B, K for C. Even decode's weights, read once, pay
+# for it (16 x 4096 x 4095: 2-byte loads took 10 x cuBLAS's time); weights used again and again
+# are better padded once with aligned_copy.
+MACS_PER_COPIED_ELEMENT = 16
+
+
+def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
+    """``(copy_a, copy_b, copy_c)``: which operands ``matmul`` copies into 128-byte aligned rows
+    first (``c``: computed into an aligned buffer, then copied into ``c``; on a GPU only, not under
+    the interpreter): the operands that TMA cannot read as they are but can once copied, where the
+    product does at least ``MACS_PER_COPIED_ELEMENT`` multiply-adds per element copied.
+
+        >>> a = torch.empty(4096, 4014, dtype=torch.bfloat16, device="meta")  # rows of 8028 bytes
+        >>> aligned_copies_for(a, torch.empty(4785, 4014, dtype=torch.bfloat16, device="meta").T,
+        ...                    torch.empty(4096, 4785, dtype=torch.bfloat16, device="meta"))
+        (True, True, True)
+    """
+    M, K = a.shape
+    N = b.shape[1]
+
+    def worth(t, macs_per_element):
+        copyable = min(t.shape) * t.element_size() >= 16  # TMA's narrowest row: 16 bytes
+        return _tma_layout(t) is None and copyable and macs_per_element >= MACS_PER_COPIED_ELEMENT
+
+    return worth(a, N), worth(b, M), worth(c, K)
+
+
+def aligned_copy(t: torch.Tensor, fill: bool = True) -> torch.Tensor:
+    """A tensor equal to ``t`` (its values unless ``fill=False``) whose rows start every 128 bytes:
+    the first columns of a wider buffer. A ``t`` stored transposed (unit stride down its columns)
+    stays so, i.e. a K-major B stays K-major. Pad a weight with odd rows once, rather than have
+    every ``matmul`` copy it:
+
+        >>> w = torch.randn(48, 4095, dtype=torch.float16)  # rows of 8190 bytes
+        >>> aligned_copy(w).stride()
+        (4096, 1)
+    """
+    transposed = t.stride(0) == 1 and t.stride(1) != 1
+    src = t.T if transposed else t
+    rows, cols = src.shape
+    per_line = 128 // t.element_size()
+    buf = torch.empty(rows, _cdiv(cols, per_line) * per_line, device=t.device, dtype=t.dtype)[:, :cols]
+    if fill:
+        buf.copy_(src)
+    return buf.T if transposed else buf
+
+
 @dataclasses.dataclass
 class _LaunchPlan:
     """Everything about a launch that depends only on shapes, strides, dtypes, alignment and the
@@ -859,14 +917,24 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
     if out is not None:
         _check_out(out, M, N, out_dtype, a.device)
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
-    gluon_choice = _gluon_choice(a, b, c, mode, config, autotune)
+    copy_a, copy_b, copy_c = (False,) * 3 if runtime.INTERPRET else aligned_copies_for(a, b, c)
+    if copy_a:
+        a = aligned_copy(a)
+    if copy_b:
+        b = aligned_copy(b)
+    work = aligned_copy(c, fill=False) if copy_c else c
+    gluon_choice = _gluon_choice(a, b, work, mode, config, autotune)
     if gluon_choice is not None:
         tile, swap = gluon_choice
-        return gluon_gemm.matmul_wide(a, b, c, bias, swap, _num_sms(), tile=tile)
-    if autotune and config is None and not runtime.INTERPRET:
-        config, mode = _autotuned(a, b, c, mode, bias=bias, **scales)
-    config = _resolve_config(config, M, N, K, a.dtype)
-    return _launch(a, b, c, config, mode, bias=bias, **scales)
+        gluon_gemm.matmul_wide(a, b, work, bias, swap, _num_sms(), tile=tile)
+    else:
+        if autotune and config is None and not runtime.INTERPRET:
+            config, mode = _autotuned(a, b, work, mode, bias=bias, **scales)
+        config = _resolve_config(config, M, N, K, a.dtype)
+        _launch(a, b, work, config, mode, bias=bias, **scales)
+    if work is not c:
+        c.copy_(work)
+    return c
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, out_dtype=None,
@@ -876,7 +944,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
 
     ``a``: (M, K), ``b``: (K, N), same dtype: float16, bfloat16 (GPU), float32 (TF32 on a GPU's
     tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
-    without copies. ``bias``: length N, added to every row. ``out_dtype``: float16, bfloat16 or
+    without copies; only rows TMA cannot read (no multiple of 16 bytes long) are copied into
+    aligned ones, on a GPU and where that pays (:func:`aligned_copies_for`). ``bias``: length N,
+    added to every row. ``out_dtype``: float16, bfloat16 or
     float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
     "streamk", "tail" or "gluon" (see the module docstring; "gluon" needs an sm_90 GPU, 16-bit
     inputs and output and a row-major ``a``). ``config``: a :class:`Config` (default:

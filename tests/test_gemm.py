@@ -59,7 +59,9 @@ def test_matmul_matches_float64(shape, dtype, mode):
 
 @pytest.mark.parametrize("a_layout", ["row", "transposed", "strided"])
 @pytest.mark.parametrize("b_layout", ["row", "transposed", "strided"])
-def test_any_strides_without_copies(a_layout, b_layout):
+def test_any_strides_without_copies(a_layout, b_layout, monkeypatch):
+    # the kernel itself reads every layout: no operand is copied into aligned rows here
+    monkeypatch.setattr(gemm, "MACS_PER_COPIED_ELEMENT", float("inf"))
     M, N, K = pick(cpu=(35, 29, 41), gpu=(777, 555, 333))
 
     def make(rows, cols, layout):
@@ -86,9 +88,38 @@ def test_strided_output_rows():
     assert torch.isnan(big[1::2]).all(), "rows between the output rows were overwritten"
 
 
-def test_cached_launch_plans_follow_layout_and_alignment():
+def test_aligned_copy_keeps_values_and_layout():
+    for name, t in {"row-major": _randn(5, 9), "transposed": _randn(11, 9).T,
+                    "every third column": _randn(6, 33)[:, ::3]}.items():
+        c = gemm.aligned_copy(t)
+        assert c.shape == t.shape and torch.equal(c, t), name
+        pitch = c.stride(1) if c.stride(0) == 1 else c.stride(0)  # elements between rows as stored
+        # (a row starts every 128 bytes from the buffer's start; CUDA's allocator aligns that to 512)
+        assert pitch * c.element_size() % 128 == 0 and c.data_ptr() % 16 == 0, f"{name}: rows not 128-byte aligned"
+        assert (c.stride(0) == 1) == (name == "transposed"), f"{name}: stored the other way round"
+        assert gemm._tma_layout(c) is not None, f"{name}: TMA still cannot read the copy"
+
+
+def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
+    from course.bench import shape_set
+
+    meta = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16, device="meta")  # noqa: E731
+    for name, M, N, K in shape_set(quick=False):  # the benchmark's operands are all aligned
+        assert gemm.aligned_copies_for(meta(M, K), meta(N, K).T, meta(M, N)) == (False,) * 3, name
+    # K = 4014, N = 4785: rows of 8028 and 9570 bytes (no multiple of 16)
+    assert gemm.aligned_copies_for(meta(4096, 4014), meta(4785, 4014).T, meta(4096, 4785)) == (True,) * 3
+    # decode copies its weights too: 2-byte pointer loads cost far more than a copy
+    assert gemm.aligned_copies_for(meta(16, 4014), meta(4785, 4014).T, meta(16, 4785)) == (True,) * 3
+    # too little work per element for A and B (N = 9, M = 8 < MACS_PER_COPIED_ELEMENT)
+    assert gemm.aligned_copies_for(meta(8, 4014), meta(9, 4014).T, meta(8, 9)) == (False, False, True)
+    # rows under 16 bytes stay unreadable by TMA, copied or not
+    assert gemm.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
+
+
+def test_cached_launch_plans_follow_layout_and_alignment(monkeypatch):
     # One shape, five operand layouts in a row: each needs its own launch plan (TMA or pointer
     # loads, transposed or not), so a plan cached for one must never serve another.
+    monkeypatch.setattr(gemm, "MACS_PER_COPIED_ELEMENT", float("inf"))  # no aligned copies
     M, N, K = pick(cpu=(24, 40, 32), gpu=(256, 320, 192))
     base = _randn(M * K + 8)
     variants = {
@@ -325,6 +356,29 @@ def test_tma_and_pointer_paths_agree():
     for tma in (True, False):
         cfg = Config(128, 128, 32, num_warps=8, num_stages=3, tma=tma)
         check(f"fp32 (TF32) tma={tma}", matmul(a, b, config=cfg), ref, tol=tolerance(torch.float32))
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["auto", "streamk", "tail"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int8], ids=["bf16", "fp16", "int8"])
+def test_unaligned_rows_are_copied_and_the_result_is_right(dtype, mode):
+    # K = 1001 and N = 517: rows of A, B (K-major) and C that TMA cannot read or write, so all
+    # three go through 128-byte aligned copies; C is a view into a wider, poisoned matrix
+    M, N, K = 1300, 517, 1001
+    big = poisoned((M, N + 5), torch.float32 if dtype == torch.int8 else dtype, DEVICE)
+    out = big[:, :N]
+    if dtype == torch.int8:
+        a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+        assert gemm.aligned_copies_for(a, b, out) == (True,) * 3
+        matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode=mode, out=out)
+    else:
+        a, b, bias = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype).T, _randn(N, dtype=dtype)
+        ref = _reference(a, b, bias)
+        assert gemm.aligned_copies_for(a, b, out) == (True,) * 3
+        matmul(a, b, bias=bias, mode=mode, out=out)
+    check(f"unaligned {M}x{N}x{K} {str(dtype)[6:]} {mode}", out, ref)
+    assert torch.isnan(big[:, N:]).all(), "columns past the output view were overwritten"
 
 
 @gpu
