@@ -468,6 +468,10 @@ def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
         assert tile(64, 8192) == (64, 64, False) and tile(64, 4096) == (64, 32, False)
         assert tile(64, 10240, torch.int8) == (64, 128, True) and tile(16, 10240, torch.int8) == (16, 64, False)
         assert tile(64, 10240, torch.float32)[:2] == (64, 64)
+        # a ragged K (no multiple of the K step) goes through TMA, which zero-fills the last step
+        tma = lambda M, N, K: gemm.heuristic_config(M, N, K, torch.bfloat16).tma  # noqa: E731
+        assert tma(16, 4096, 4095) and tma(16, 4096, 4000) and tma(64, 4096, 4000) and tma(64, 8192, 4095)
+        assert not tma(16, 4096, 4096) and not tma(64, 4096, 4096)
     finally:
         gemm.heuristic_config.cache_clear()
 
