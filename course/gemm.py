@@ -252,15 +252,19 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     # Decode (M <= 64) streams B once. Where 128-wide tiles fill at least 60% of one wave, they beat
     # narrower ones, which leave no SM idle but read A's rows again for every 32 or 64 columns.
     wide_decode = _cdiv(N, 128) >= 0.6 * sms
-    # Pointer loads suit decode only where K is a multiple of the K step: the masked last step of
-    # a ragged K slowed the whole loop 6x (H100, 16 x 4096 x 4095 on 128-byte aligned rows: 139 us
-    # with pointer loads, 22 us through TMA, which zero-fills the ragged step by itself)
-    ragged = K % (4 * bk) != 0 if M <= 16 else K % (2 * bk) != 0
-    if M <= 16:  # pointer loads and stores measured best for 64-wide tiles
+
+    def streaming(block_m, block_n, block_k, num_stages):
+        # Pointer loads suit decode only where K is a multiple of the K step: the masked last step
+        # of a ragged K slowed the whole loop 6x (H100, 16 x 4096 x 4095 on 128-byte aligned rows:
+        # 139 us with pointer loads, 22 us through TMA, which zero-fills the ragged step by itself)
+        return Config(block_m, block_n, block_k, num_warps=4, num_stages=num_stages, tma=K % block_k != 0,
+                      tma_store=False)
+
+    if M <= 16:  # pointer loads and stores measured best for 64-wide tiles (streaming: where K allows)
         if esize == 2 and wide_decode and _cdiv(N, 128) <= sms:  # one wave of 128-wide tiles (H100, bf16:
             # 16 x 14336 x 4096 0.975 -> 0.991 x cuBLAS, 16 x 10240 x 8192 1.053 -> 1.084)
             return Config(16, 128, 4 * bk, num_warps=4, num_stages=3, tma=True, tma_store=False)
-        return Config(16, 64, 4 * bk, num_warps=4, num_stages=4, tma=ragged, tma_store=False)
+        return streaming(16, 64, 4 * bk, num_stages=4)
     if M <= 64:
         if esize <= 2 and wide_decode:  # wide weights: 64 x 128 tiles through TMA (H100: int8 0.96-1.03 x
             # _int_mm against 0.82-0.99 with 64 x 64; bf16 64 x 10240 x 8192 0.939 -> 0.990 x cuBLAS,
@@ -269,8 +273,8 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
         if esize == 2 and 2 * _cdiv(N, 64) <= sms:  # 64-wide tiles would leave half the SMs idle: 32-wide,
             # a deep pipeline (H100, 64 x 4096 x 4096: 0.94 -> 0.98 x cuBLAS, which runs 64 x 32 tiles; for
             # N >= 6144 the same tiles measured 0.89-0.96 against 0.94-1.03 with 64 x 64)
-            return Config(64, 32, 2 * bk, num_warps=4, num_stages=8, tma=ragged, tma_store=False)
-        return Config(64, 64, 2 * bk, num_warps=4, num_stages=5 if esize == 2 else 3, tma=ragged, tma_store=False)
+            return streaming(64, 32, 2 * bk, num_stages=8)
+        return streaming(64, 64, 2 * bk, num_stages=5 if esize == 2 else 3)
     if esize == 4:
         return Config(128, 128, bk, num_warps=8, num_stages=3)
     if _cdiv(M, 128) * _cdiv(N, 128) < sms // 2:  # small: even 128 x 128 leaves SMs idle
@@ -657,9 +661,9 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
     M, K = a.shape
     N = b.shape[1]
 
-    def worth(t, macs_per_element):
-        copyable = min(t.shape) * t.element_size() >= 16  # TMA's narrowest row: 16 bytes
-        return _tma_layout(t) is None and copyable and macs_per_element >= MACS_PER_COPIED_ELEMENT
+    def worth(t, macs_per_element):  # TMA's narrowest row is 16 bytes, copied or not
+        return (macs_per_element >= MACS_PER_COPIED_ELEMENT and _tma_layout(t) is None
+                and min(t.shape) * t.element_size() >= 16)
 
     return worth(a, N), worth(b, M), worth(c, K)
 
