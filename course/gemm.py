@@ -18,8 +18,9 @@ Modes:
   fill whole waves of SMs, takes the big tiles; the strip left over takes tiles a quarter the size
   (``tail_plan_for``), so the last wave is short instead of as long as a full one.
 * ``"gluon"``: Hopper only: the warp-specialized Gluon kernel of ``course.gluon_gemm``, whose
-  192 x 128 and 128 x 144 tiles are no powers of two (warpgroups of 64 rows), for shapes where
-  Triton's tiles fill the SMs' waves badly (1536^3, 3072^3, 512 x 6144 x 4096). Not built on stages.
+  192 x 128, 128 x 144 and 128 x 320 tiles are no powers of two (warpgroups of 64 rows), for shapes
+  where Triton's tiles fill the SMs' waves badly (1536^3, 3072^3, 512 x 6144 x 4096, 512 x 10240 x
+  8192). Not built on stages.
 * ``"auto"``: the Gluon kernel, Stream-K or the tail split when the last wave would leave many
   SMs idle (wave quantization), else persistent (``choose_mode``).
 
@@ -62,7 +63,7 @@ from course.stages import (
 )
 
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "streamk_programs_for", "tail_plan_for", "wide_swap_for", "aligned_copies_for", "aligned_copy", "MODES",
+           "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy", "MODES",
            "supported_dtypes"]
 
 MODES = ("auto", "persistent", "streamk", "tail", "gluon")
@@ -239,7 +240,7 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     A 128 x 192 tile made of two dots (128 + 64 columns) measured 0.5-0.7 x cuBLAS (Triton 3.6):
     two narrower wgmmas read the A tile twice. What works is a tile of three warpgroups of 64
     rows, each with its own accumulator, which Triton cannot write but Gluon can:
-    ``mode="gluon"`` (``course.gluon_gemm``), picked by auto where it pays (``wide_swap_for``).
+    ``mode="gluon"`` (``course.gluon_gemm``), picked by auto where it pays (``gluon_tiles_for``).
 
         >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
         16
@@ -424,9 +425,10 @@ def _tail_pays(M, N, config, sms):
         and tail_plan_for(M, N, config, sms) is not None
 
 
-# Gluon's 192 x 128 tile against this file's 128 x 256 one: three quarters of the work, at about
-# 0.95 of the speed per SM (H100, bf16: fitted to 1536^3, 3072^3 and 512 x 6144 x 4096)
-_WIDE_TILE_TIME = 0.75 / 0.95
+# The Gluon kernel's tiles run at about 0.95 of the speed per SM of this file's 128 x 256 ones (H100,
+# bf16: fitted to 1536^3, 3072^3 and 512 x 6144 x 4096 with 192 x 128 tiles; 512 x 10240 x 8192 with
+# 128 x 320 agrees)
+_GLUON_SPEED = 0.95
 
 
 def _gluon_here() -> bool:
@@ -434,39 +436,41 @@ def _gluon_here() -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def wide_swap_for(M: int, N: int, config: Config, num_sms: int | None = None) -> "bool | None":
-    """Whether ``mode="auto"`` hands an ``M x N`` output to the Gluon kernel (192 x 128 tiles,
-    ``course.gluon_gemm``): None when it does not, else its orientation (True: the 192 rows run
-    along N, ``C^T = B^T A^T``).
+def gluon_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> tuple:
+    """The Gluon kernel's ``(tile, swap)`` choices (``course.gluon_gemm``) that ``mode="auto"``
+    prefers to ``config``'s Triton schedule for an ``M x N`` output, fastest first; empty where
+    Triton's tiles do as well. ``swap``: the tile's rows run along N (``C^T = B^T A^T``).
 
     A model in units of one 128 x 256 tile's time: ``config``'s schedule costs its waves (whole
-    waves plus about 0.6 of one for a tail split's strip), the Gluon kernel its waves of tiles a
-    quarter smaller at about 0.95 of the speed per SM. It must win by 5%, and ``config`` must be
-    the 128 x 256 class: elsewhere Triton's tiles already fit. In the benchmark's shape set that is
-    1536^3 (96 tiles against 72), 3072^3 (384: 2.9 waves, against 2.2) and 512 x 6144 x 4096
-    (swapped: 128 tiles against 96). The kernel then runs whichever of its tile shapes reads the
-    fewest bytes per SM (``gluon_gemm.tile_choices``: 128 x 144 at 1536^3).
+    waves plus about 0.6 of one for a tail split's strip); a Gluon tile costs its waves times its
+    area (a 192 x 128 tile is 0.75 of a 128 x 256 one) at about 0.95 of the speed per SM
+    (``gluon_gemm.tile_choices``). It must win by 5%, and ``config`` must be the 128 x 256 class:
+    elsewhere Triton's tiles already fit. In the benchmark's shape set that is 1536^3 (132 tiles of
+    128 x 144 against 72 of 128 x 256), 3072^3 (three waves of 192 x 128 against a tail split),
+    512 x 6144 x 4096 (192 x 128 swapped: one wave of 128) and 512 x 10240 x 8192 (one wave of
+    128 x 320 against a tail split).
 
-        >>> wide_swap_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)
-        True
+        >>> gluon_tiles_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
+        ((192, 128), True)
     """
     sms = num_sms or _num_sms()
     if M <= 64 or config.block_m * config.block_n != 128 * 256:
-        return None
+        return ()
     if _tail_pays(M, N, config, sms):
         now = _cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
     else:
         now = _cdiv(_cdiv(M, config.block_m) * _cdiv(N, config.block_n), sms)
-    # the 192 x 128 tile's better orientation: fewer waves (ties: unswapped), as tile_choices orders it
-    swap = next(s for tile, s in gluon_gemm.tile_choices(M, N, sms) if tile == gluon_gemm.WIDE)
-    waves = _cdiv(gluon_gemm.tiles(M, N, swap), sms)
-    return swap if waves * _WIDE_TILE_TIME < 0.95 * now else None
+
+    def cost(tile, swap):
+        return _cdiv(gluon_gemm.tiles(M, N, swap, tile), sms) * tile[0] * tile[1] / (128 * 256) / _GLUON_SPEED
+
+    return tuple((tile, swap) for tile, swap in gluon_gemm.tile_choices(M, N, sms) if cost(tile, swap) < 0.95 * now)
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,
                 gluon: bool | None = None) -> str:
-    """What ``mode="auto"`` runs: ``"gluon"`` for 2-byte inputs on an sm_90 GPU where its 192 x
-    128 tiles fill the waves clearly better (``wide_swap_for``; ``gluon=False`` leaves it out, and
+    """What ``mode="auto"`` runs: ``"gluon"`` for 2-byte inputs on an sm_90 GPU where its tiles
+    fill the waves clearly better (``gluon_tiles_for``; ``gluon=False`` leaves it out, and
     at launch, operands whose layout it cannot read fall back to the rest of this list); else
     ``"tail"`` for 2-byte inputs whose tiles fill their waves to
     under 90% when a tail split exists (``tail_plan_for``); else ``"streamk"`` where the last,
@@ -483,7 +487,7 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
     two_byte = dtype is None or _ELEMENT_SIZE.get(dtype) == 2
     if gluon is None:
         gluon = _gluon_here()
-    if two_byte and gluon and wide_swap_for(M, N, config, sms) is not None:
+    if two_byte and gluon and gluon_tiles_for(M, N, config, sms):
         return "gluon"
     if runtime.INTERPRET:  # exercise both schedules on the CPU
         tiles = _cdiv(M, config.block_m) * _cdiv(N, config.block_n)
@@ -872,13 +876,13 @@ def _autotuned(a, b, c, mode, **kw):
 def _gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
     """The Gluon kernel's ``(tile, swap)`` when this call runs it (``mode="gluon"``, or ``"auto"``
     where ``choose_mode`` picks it and the operands suit it), else None. Its tile shapes are tried
-    fastest first (``gluon_gemm.tile_choices``); auto takes none slower than the 192 x 128 tiles
-    that ``wide_swap_for`` weighed against Triton's."""
+    fastest first (``gluon_gemm.tile_choices``); auto takes only those that ``gluon_tiles_for``
+    found faster than Triton's."""
     M, K = a.shape
     N = b.shape[1]
     if mode == "gluon":
         if config is not None:
-            raise ValueError("mode='gluon' runs fixed 192 x 128 or 128 x 144 tiles and takes no config: drop "
+            raise ValueError("mode='gluon' runs its own fixed tiles (gluon_gemm.TILES) and takes no config: drop "
                              "config, or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
         reasons = []
         for tile, swap in gluon_gemm.tile_choices(M, N, _num_sms()):
@@ -895,15 +899,8 @@ def _gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
         if c.dtype != a.dtype or not _gluon_here():
             return None
         sms = _num_sms()
-        wide_swap = wide_swap_for(M, N, heuristic_config(M, N, K, a.dtype), sms)
-        if wide_swap is None:
-            return None
-        for tile, swap in gluon_gemm.tile_choices(M, N, sms):
-            if gluon_gemm.unsupported(a, b, c, swap) is None:
-                return tile, swap
-            if (tile, swap) == (gluon_gemm.WIDE, wide_swap):
-                return None
-        return None
+        candidates = gluon_tiles_for(M, N, heuristic_config(M, N, K, a.dtype), sms)
+        return next((choice for choice in candidates if gluon_gemm.unsupported(a, b, c, choice[1]) is None), None)
 
     return _cached(_GLUON_CHOICES, _operand_key(a, b, c), choose)  # per operand layout, like the plans
 

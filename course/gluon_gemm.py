@@ -1,9 +1,10 @@
-"""A Hopper GEMM in Gluon with tiles of 192 x 128 or 128 x 144: shapes Triton cannot express.
+"""A Hopper GEMM in Gluon with tiles of 192 x 128, 128 x 144 or 128 x 320: shapes Triton cannot express.
 
 Triton's tiles are powers of two, and on some shapes that leaves SMs idle however the tiles are
 scheduled: 1536^3 makes 72 tiles of 128 x 256 for 132 SMs; 3072^3 makes 288 (2.2 waves).
-cuBLAS runs 192 x 128 or 144 x 128 tiles there. Gluon, Triton's lower-level dialect, lets a kernel
-give each *warpgroup* its own accumulator, so a 192-row tile is three warpgroups of 64 rows:
+cuBLAS runs 144 x 128, 192 x 128 or 320 x 128 tiles there. Gluon, Triton's lower-level dialect,
+lets a kernel give each *warpgroup* its own accumulator, so a 192-row tile is three warpgroups of
+64 rows:
 
 * three consumer partitions (4 warps each) each keep a 64 x 128 fp32 accumulator and issue
   ``wgmma`` m64 n128 on their own 64 rows of the A tile and the shared B tile;
@@ -12,34 +13,37 @@ give each *warpgroup* its own accumulator, so a 192-row tile is three warpgroups
   once the wgmma that read it has finished), so the loads of the next tile run during an epilogue;
 * the kernel is persistent (one program per SM, tiles in grouped order).
 
-The 128 x 144 tile is two such warpgroups whose 144 columns are two accumulators, 64 x 128 and
-64 x 16 (a tensor's sides must be powers of two; wgmma takes any multiple of 8), fed by a second,
-16-row B descriptor, with 6 stages. ``swap=True`` computes ``C^T = B^T A^T`` instead: the tile's
-rows run along N. That suits a short, wide product such as 512 x 6144 x 4096 (32 x 4 = 128 tiles
-of 192 x 128 for 132 SMs); the epilogue transposes each piece on its way to shared memory, so C
-stays row-major.
+Columns that are no power of two are two accumulators side by side (a tensor's sides must be
+powers of two; wgmma takes any multiple of 8), each fed by its own B descriptor: the 128 x 144
+tile is two warpgroups of 64 x 128 + 64 x 16 (6 stages), the 128 x 320 tile two of 64 x 256 +
+64 x 64 (3 stages, 160 accumulator registers per thread). ``swap=True`` computes ``C^T = B^T A^T``
+instead: the tile's rows run along N. That suits a short, wide product such as 512 x 6144 x 4096
+(32 x 4 = 128 tiles of 192 x 128 for 132 SMs); the epilogue transposes each piece on its way to
+shared memory, so C stays row-major.
 
-Which tile: the SMs read their operands from L2 at a fixed rate each, about 72-86 GB/s per SM
-whether 48 or 132 of them read (H100, ``.gpu/l2s10.py``: this kernel at 1536 x K x 6144 with 48,
-72, 96 and 132 programs took 49, 50, 51 and 54 us, 3.8 to 9.6 TB/s in all). So a program's time
-is its tiles times the bytes of one: rows + columns per K-step (:func:`tile_choices`). At 1536^3,
-96 tiles of 192 x 128 read 320 per step on 96 SMs; 132 tiles of 128 x 144 read 272 on all 132:
-19.2 -> 18.0 us, 0.84 -> 0.90 x cuBLAS (B K-major; with B row-major the 16-column slices load
-slowly and it stays at 0.85). At 3072^3 three waves of 192 x 128 beat four of 128 x 144.
+Which tile (:func:`tile_choices`), by a model fitted to measurements: a K-step takes a time in
+proportion to the tile's area, whatever its shape (H100: about 42,000 outputs per us per SM;
+0.57 us for 192 x 128 at 3072^3, 1.0 us for 128 x 320 at 512 x 10240 x 8192), so a program's time
+is its waves of tiles times their area. At 1536^3, 96 tiles of 192 x 128 are one wave of 24,576
+outputs each; 132 tiles of 128 x 144 are one wave of 18,432: 19.2 -> 18.0 us, 0.84 -> 0.90 x
+cuBLAS (B K-major; with B row-major the 16-column slices load slowly and it stays at 0.85). At
+3072^3 three waves of 192 x 128 beat two of 128 x 320 (82 against 97 us). An earlier model counted
+the bytes each SM reads per step; it fitted 1536^3 as well but picked 128 x 320 at 3072^3, which
+the measurement refutes. Neither explains why a Stream-K variant that spread 1536^3's 96 tiles of
+192 x 128 over all 132 SMs got no faster, even without its fix-up. A 128 x 256 tile here runs as
+fast as Triton's own (H100, 11 large shapes: 0.98-1.04 of it), so this kernel has none.
 
 H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
-0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.86), 1536^3 0.90 (0.72). On big, evenly
-tiled shapes the Triton kernel stays as fast or faster, so ``matmul(mode="auto")`` picks this one
-only where its tiles fill the SMs' waves clearly better (``course.gemm.choose_mode``).
+0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.86), 512 x 10240 x 8192 0.97 (0.93),
+1536^3 0.90 (0.72). On big, evenly tiled shapes the Triton kernel stays as fast or faster, so
+``matmul(mode="auto")`` picks this one only where its tiles fill the SMs' waves clearly better
+(``course.gemm.gluon_tiles_for``).
 
-What is left at 1536^3: about 11.6 us of operand reads at 72 GB/s per SM and 6 us of fixed costs
-(launch, the first loads from HBM, the epilogue of a single wave), against 16 us for cuBLAS.
-Reading fewer bytes per SM needs two SMs to share a tile's operands: a cluster whose TMA load
-multicasts into both SMs' shared memory. Triton 3.6 has no multicast copy (its compiler stops at
-"NYI: Support multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
-(A Stream-K variant that spread the 96 tiles of 192 x 128 over all 132 SMs got no faster, even
-without its fix-up, which once suggested a limit on L2 as a whole; with one whole tile per program
-the total grows with the programs, as above.)
+What is left at 1536^3: against cuBLAS the K loop takes 9% longer per step (1536 x 1536 x K,
+K = 64 to 6144: 0.399 against 0.367 us per step) and the fixed costs 0.8 us more. cuBLAS runs its
+144 x 128 tiles in clusters of two SMs whose TMA loads multicast each shared operand into both
+SMs' shared memory. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
+multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
 
 Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself
 (``tl.range(..., warp_specialize=True)``, its Hopper pass). On a persistent matmul like this one it
@@ -73,12 +77,13 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
 BLOCK_K = 64  # K step
-EPI = 64  # the epilogue stores 64 x 64 pieces (and a 64 x 16 one for the 144-column tile)
+EPI = 64  # the epilogue stores 64 x 64 pieces (and 64 x 16 ones for the 144-column tile)
 # Tile shapes (rows x columns), each with its pipeline depth: as many stages of operands as fit
 # Hopper's 227 KB next to the epilogue's staging buffers. 192 x 128 is three warpgroups of 64 rows
 # (5 x 40 KB + 3 x 8 KB); 128 x 144 is two, whose 144 columns are a 128- and a 16-wide wgmma
-# (Triton's tensors are powers of two): 6 x 34 KB + 2 x 10 KB.
-TILES = {(192, 128): 5, (128, 144): 6}
+# (Triton's tensors are powers of two): 6 x 34 KB + 2 x 10 KB; 128 x 320 is two of 256 + 64
+# columns: 3 x 56 KB + 2 x 16 KB.
+TILES = {(192, 128): 5, (128, 144): 6, (128, 320): 3}
 WIDE = (192, 128)
 
 
@@ -127,6 +132,20 @@ if gluon is not None:
             _tma_store(c_desc, [off_r, off_q], c_s)
 
     @gluon.jit
+    def _store_columns(out, c_desc, c_s, off_r, off_q, SWAP: gl.constexpr):
+        """A warpgroup's 64 x 128 or 64 x 256 result as 64 x 64 pieces (halves, then quarters)."""
+        EPI: gl.constexpr = c_s.type.shape[1]
+        HALF: gl.constexpr = out.shape[1] // 2
+        halves = out.reshape(64, 2, HALF).permute(0, 2, 1).split()
+        for h in gl.static_range(2):
+            if HALF > EPI:
+                quarters = halves[h].reshape(64, 2, EPI).permute(0, 2, 1).split()
+                for q in gl.static_range(2):
+                    _store_piece(quarters[q], c_desc, c_s, off_r, off_q + h * HALF + q * EPI, SWAP)
+            else:
+                _store_piece(halves[h], c_desc, c_s, off_r, off_q + h * HALF, SWAP)
+
+    @gluon.jit
     def _consumer(x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, WG: gl.constexpr,
                   WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
                   STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
@@ -134,26 +153,28 @@ if gluon is not None:
         With EXTRA columns, a second, EXTRA-wide accumulator takes the tile's last columns."""
         BK: gl.constexpr = x_s.type.shape[2]
         BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
-        EPI: gl.constexpr = c_s.type.shape[1]
         pid = gl.program_id(0)
         row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BQ, 16])
+        BQ2: gl.constexpr = EXTRA if EXTRA > 0 else 16  # (a placeholder without EXTRA columns)
         acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                              instr_shape=[16, 16, 16])
+                                                              instr_shape=[16, BQ2, 16])
         acc = gl.zeros([64, BQ], gl.float32, acc_layout)
-        acc2 = gl.zeros([64, 16], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
+        acc2 = gl.zeros([64, BQ2], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
         MMAS: gl.constexpr = 2 if EXTRA > 0 else 1  # wgmma groups per K-step
+        my_c_s = c_s.index(WG)
         step = 0  # K-steps done by this program so far: the ring slot and its phase
         for t in range(my_tiles):
             for kk in range(num_k):
                 s = step % STAGES
                 mbarrier.wait(ready.index(s), (step // STAGES) & 1)
+                x = x_s.index(s * WGS + WG)
                 y = y_s.index(s).permute((1, 0)) if Y_KMAJOR else y_s.index(s)
-                acc = warpgroup_mma(x_s.index(s), y, acc, use_acc=kk > 0, is_async=True)
+                acc = warpgroup_mma(x, y, acc, use_acc=kk > 0, is_async=True)
                 if EXTRA > 0:
                     y2 = y2_s.index(s).permute((1, 0)) if Y_KMAJOR else y2_s.index(s)
-                    acc2 = warpgroup_mma(x_s.index(s), y2, acc2, use_acc=kk > 0, is_async=True)
+                    acc2 = warpgroup_mma(x, y2, acc2, use_acc=kk > 0, is_async=True)
                 # one K-step in flight: the previous one is done, so its slot can be refilled
                 acc, acc2 = warpgroup_mma_wait(num_outstanding=MMAS, deps=(acc, acc2))
                 mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
@@ -167,19 +188,16 @@ if gluon is not None:
             out = acc
             if HAS_BIAS:
                 out = _add_bias(out, off_r, off_q, bias_ptr, R, Q, SWAP)
-            # 64 x 64 pieces (columns 0-63, 64-127) through one staging buffer
-            halves = out.to(c_desc.dtype).reshape(64, 2, EPI).permute(0, 2, 1).split()
-            for i in gl.static_range(2):
-                _store_piece(halves[i], c_desc, c_s, off_r, off_q + i * EPI, SWAP)
+            _store_columns(out.to(c_desc.dtype), c_desc, my_c_s, off_r, off_q, SWAP)
             if EXTRA > 0:
                 out2 = acc2
                 if HAS_BIAS:
                     out2 = _add_bias(out2, off_r, off_q + BQ, bias_ptr, R, Q, SWAP)
-                _store_piece(out2.to(c_desc.dtype), c2_desc, c2_s, off_r, off_q + BQ, SWAP)
+                _store_piece(out2.to(c_desc.dtype), c2_desc, c2_s.index(WG), off_r, off_q + BQ, SWAP)
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _producer(x_desc, y_desc, y2_desc, x_s0, x_s1, x_s2, y_s, y2_s, ready, empty, R, Q, K,
+    def _producer(x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K,
                   WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
                   STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
         """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
@@ -199,10 +217,8 @@ if gluon is not None:
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
                 k = kk * BK
-                _tma_load(x_desc, [off_r, k], bar, x_s0.index(s))
-                _tma_load(x_desc, [off_r + 64, k], bar, x_s1.index(s))
-                if WGS == 3:
-                    _tma_load(x_desc, [off_r + 128, k], bar, x_s2.index(s))
+                for w in gl.static_range(WGS):  # the A rows of each warpgroup
+                    _tma_load(x_desc, [off_r + 64 * w, k], bar, x_s.index(s * WGS + w))
                 if Y_KMAJOR:
                     _tma_load(y_desc, [off_q, k], bar, y_s.index(s))
                     if EXTRA > 0:
@@ -216,47 +232,48 @@ if gluon is not None:
     @gluon.jit
     def _wide_kernel(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr,
                      GROUP: gl.constexpr, STAGES: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr,
-                     Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+                     Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
+                     CONSUMER_REGS: gl.constexpr):
         """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP).
-        Tiles of 64*WGS rows (WGS = 3, EXTRA = 0) or 128 + EXTRA columns (WGS = 2, EXTRA = 16);
-        y2_desc and c2_desc are the EXTRA columns' descriptors (unused without them)."""
-        gl.static_assert((WGS == 3 and EXTRA == 0) or (WGS == 2 and EXTRA == 16), "tiles: 192 x 128 or 128 x 144")
+        Tiles of 64*WGS rows and the columns of y_desc's block (128 or 256), plus EXTRA (16) columns
+        through y2_desc and c2_desc (placeholders without them)."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
-        x_s0 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
-        x_s1 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
+        # the A rows of a stage: WGS blocks of 64 (shapes are powers of two, so no 192 x 64 block)
+        x_s = gl.allocate_shared_memory(x_desc.dtype, [STAGES * WGS, 64, BK], x_desc.layout)
         y_s = gl.allocate_shared_memory(y_desc.dtype, [STAGES] + y_desc.block_type.shape, y_desc.layout)
+        y2_s = y_s  # a placeholder without EXTRA columns
+        if EXTRA > 0:
+            y2_s = gl.allocate_shared_memory(y2_desc.dtype, [STAGES] + y2_desc.block_type.shape, y2_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)  # the producer's expect + the TMA bytes
             mbarrier.init(empty.index(i), count=WGS)  # one arrival per consumer warpgroup
-        c_s0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-        c_s1 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-        if WGS == 3:
-            x_s2 = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 64, BK], x_desc.layout)
-            c_s2 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-            gl.warp_specialize([
-                (_consumer, (x_s0, y_s, y_s, ready, empty, c_desc, c_desc, c_s0, c_s0, bias_ptr, R, Q, K, 0, WGS,
-                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
-                (_consumer, (x_s1, y_s, y_s, ready, empty, c_desc, c_desc, c_s1, c_s1, bias_ptr, R, Q, K, 1, WGS,
-                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
-                (_consumer, (x_s2, y_s, y_s, ready, empty, c_desc, c_desc, c_s2, c_s2, bias_ptr, R, Q, K, 2, WGS,
-                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
-                (_producer, (x_desc, y_desc, y_desc, x_s0, x_s1, x_s2, y_s, y_s, ready, empty, R, Q, K, WGS, EXTRA,
-                             NUM_SMS, GROUP, STAGES, Y_KMAJOR)),
-            ], [4, 4, 1], [152, 152, 40])  # registers per thread: consumers 64 for the accumulator + work
-        else:
-            y2_s = gl.allocate_shared_memory(y2_desc.dtype, [STAGES] + y2_desc.block_type.shape, y2_desc.layout)
-            c2_s0 = gl.allocate_shared_memory(c2_desc.dtype, c2_desc.block_type.shape, c2_desc.layout)
-            c2_s1 = gl.allocate_shared_memory(c2_desc.dtype, c2_desc.block_type.shape, c2_desc.layout)
-            gl.warp_specialize([
-                (_consumer, (x_s0, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s0, c2_s0, bias_ptr, R, Q, K, 0, WGS,
-                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
-                (_consumer, (x_s1, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s1, c2_s1, bias_ptr, R, Q, K, 1, WGS,
-                             EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)),
-                (_producer, (x_desc, y_desc, y2_desc, x_s0, x_s1, x_s1, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA,
-                             NUM_SMS, GROUP, STAGES, Y_KMAJOR)),
-            ], [4, 1], [152, 40])  # registers per thread: consumers 64 + 8 for the accumulators + work
+        # a staging buffer per warpgroup for its output pieces (and one for the EXTRA columns)
+        c_s = gl.allocate_shared_memory(c_desc.dtype, [WGS] + c_desc.block_type.shape, c_desc.layout)
+        c2_s = c_s
+        if EXTRA > 0:
+            c2_s = gl.allocate_shared_memory(c2_desc.dtype, [WGS] + c2_desc.block_type.shape, c2_desc.layout)
+        # partitions: a consumer per warpgroup (the first is the default partition), then the producer.
+        # One comprehension: joining tuples with + would turn the constexprs in them into plain ints
+        gl.warp_specialize(
+            [(_producer, (x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA, NUM_SMS, GROUP,
+                          STAGES, Y_KMAJOR)) if p == WGS else
+             (_consumer, (x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, p, WGS, EXTRA,
+                          NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)) for p in (0, 1, 2, 3)[:WGS + 1]],
+            [4] * (WGS - 1) + [1], [CONSUMER_REGS] * (WGS - 1) + [40])  # warps, registers per thread
+
+
+def _columns(tile: tuple) -> tuple:
+    """(columns of the main accumulator, extra columns): 128 x 144 is 128 + 16, 128 x 320 is 256 + 64."""
+    main = 256 if tile[1] >= 256 else 128
+    return main, tile[1] - main
+
+
+def consumer_registers(tile: tuple) -> int:
+    """Registers per thread of a consumer warpgroup: 152 where its accumulators hold 64 or 72 (64 rows
+    x 128 or 144 columns over 128 threads), 232 for the 128 of a 256-column tile."""
+    return {128: 152, 144: 152, 256: 232}.get(tile[1], 232)
 
 
 def _layout(t: torch.Tensor):
@@ -273,18 +290,21 @@ def tiles(M: int, N: int, swap: bool, tile: tuple = WIDE) -> int:
 
 
 def tile_choices(M: int, N: int, num_sms: int) -> list:
-    """``[(tile, swap)]`` for an M x N output, the fastest first by a model of what limits this
-    kernel: each SM reads its operands from L2 at a fixed rate (H100: 73-86 GB/s per SM whether 48
-    or 132 SMs read; ``.gpu/l2s10.py``), so a program's time is its tiles times the bytes of one,
-    rows + columns per K-step. At 1536^3 that picks 132 tiles of 128 x 144 (272 per step) over 96
-    of 192 x 128 (320); at 3072^3, 3 waves of 192 x 128 (960) over 4 of 128 x 144 (1088).
+    """``[(tile, swap)]`` for an M x N output, the fastest first by a model of this kernel: the SMs
+    are compute-bound, each K-step of a tile taking a time in proportion to its area (H100, bf16:
+    about 42,000 outputs per us per SM for each tile shape: 0.57 us for 192 x 128 at 3072^3, 1.0 us
+    for 128 x 320 at 512 x 10240 x 8192), so a program's time is its waves of tiles times their area;
+    ties go to the tile that reads fewer bytes per step (rows + columns). At 1536^3 that picks 132
+    tiles of 128 x 144 (one wave) over 96 of 192 x 128; at 3072^3, 3 waves of 192 x 128 over 2 of
+    128 x 320 (measured: 82 against 97 us).
 
         >>> tile_choices(1536, 1536, 132)[0]
         ((128, 144), False)
     """
     def cost(choice):
         tile, swap = choice
-        return -(-tiles(M, N, swap, tile) // num_sms) * (tile[0] + tile[1]), swap
+        waves = -(-tiles(M, N, swap, tile) // num_sms)
+        return waves * tile[0] * tile[1], waves * (tile[0] + tile[1]), swap
 
     return sorted(((tile, swap) for tile in TILES for swap in (False, True)), key=cost)
 
@@ -324,7 +344,7 @@ def _descriptor(t: torch.Tensor, block: list) -> "TensorDescriptor":
 
 def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, swap: bool,
                 num_sms: int, group: int = 8, tile: tuple = WIDE) -> torch.Tensor:
-    """``c = a @ b (+ bias)`` with ``tile`` (192 x 128 or 128 x 144) tiles, their rows along N when
+    """``c = a @ b (+ bias)`` with ``tile`` (a key of ``TILES``) tiles, their rows along N when
     ``swap`` (inputs already checked, see :func:`unsupported`)."""
     M, K = a.shape
     N = b.shape[1]
@@ -334,16 +354,17 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
         x, R, Q = a, M, N
         y_kmajor = _layout(b)
         y = b.T if y_kmajor else b
-    extra = tile[1] - 128  # columns past the 128-wide wgmma: 0 or 16
+    block_q, extra = _columns(tile)
     x_desc = _descriptor(x, [64, BLOCK_K])
-    y_desc = _descriptor(y, [128, BLOCK_K] if y_kmajor else [BLOCK_K, 128])
+    y_desc = _descriptor(y, [block_q, BLOCK_K] if y_kmajor else [BLOCK_K, block_q])
     c_desc = _descriptor(c, [EPI, EPI])
-    y2_desc, c2_desc = y_desc, c_desc  # placeholders: the 192 x 128 tile has no extra columns
+    y2_desc, c2_desc = y_desc, c_desc  # placeholders where the tile has no extra columns
     if extra:
         y2_desc = _descriptor(y, [extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra])
         c2_desc = _descriptor(c, [extra, EPI] if swap else [EPI, extra])
     grid = (min(num_sms, tiles(M, N, swap, tile)),)
     _wide_kernel[grid](x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K,
                        NUM_SMS=num_sms, GROUP=group, STAGES=TILES[tile], WGS=tile[0] // 64, EXTRA=extra,
-                       Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None, num_warps=4)
+                       Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None,
+                       CONSUMER_REGS=consumer_registers(tile), num_warps=4)
     return c

@@ -27,6 +27,8 @@ VARIANTS = [  # (name, tile, swap, b K-major, bias, dtype): both tiles, orientat
     ("192x128 rows_along_N fp16 B K-major", (192, 128), True, True, False, "fp16"),
     ("128x144 rows_along_M fp16 B row-major", (128, 144), False, False, False, "fp16"),
     ("128x144 rows_along_N bf16 B K-major + bias", (128, 144), True, True, True, "bf16"),
+    ("128x320 rows_along_M bf16 B K-major + bias", (128, 320), False, True, True, "bf16"),
+    ("128x320 rows_along_N fp16 B K-major", (128, 320), True, True, False, "fp16"),
 ]
 
 
@@ -37,8 +39,8 @@ def descriptor(block, dtype):
 
 def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
     g = gluon_gemm
-    y_block = [128, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, 128]
-    extra = tile[1] - 128
+    block_q, extra = g._columns(tile)
+    y_block = [block_q, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, block_q]
     if extra:  # the extra columns' own descriptors, as matmul_wide builds them
         y2_block = [extra, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, extra]
         c2_block = [extra, g.EPI] if swap else [g.EPI, extra]
@@ -48,7 +50,8 @@ def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
                  "y2_desc": descriptor(y2_block, dtype), "c_desc": descriptor([g.EPI, g.EPI], dtype),
                  "c2_desc": descriptor(c2_block, dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
     constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.TILES[tile], "WGS": tile[0] // 64, "EXTRA": extra,
-                 "Y_KMAJOR": y_kmajor, "SWAP": swap, "HAS_BIAS": has_bias}
+                 "Y_KMAJOR": y_kmajor, "SWAP": swap, "HAS_BIAS": has_bias,
+                 "CONSUMER_REGS": g.consumer_registers(tile)}
     signature.update({name: "constexpr" for name in constants})
     source = GluonASTSource(fn=g._wide_kernel, signature=signature, constexprs=constants,
                             attrs={(5,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
@@ -60,4 +63,5 @@ if __name__ == "__main__":
         kernel = compile_variant(*variant)
         ptx = kernel.asm["ptx"]
         print(f"{name}: {kernel.metadata.shared} B shared, {ptx.count('wgmma.mma_async')} wgmma, "
-              f"{ptx.count('cp.async.bulk.tensor')} TMA copies, cubin {len(kernel.asm['cubin'])} B")
+              f"{ptx.count('cp.async.bulk.tensor')} TMA copies, cubin {len(kernel.asm['cubin'])} B, "
+              f"{kernel.metadata.num_warps} warps")

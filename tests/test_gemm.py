@@ -477,17 +477,19 @@ def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
 
 
 def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
-    # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 192 x 128 makes 96; 3072^3 288
-    # (2.2 waves: a tail split) against 384 (2.9); 512 x 6144 makes 96 against 128 with the 192
-    # rows along N (swap). Big, evenly tiled shapes and decode stay on Triton.
+    # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 128 x 144 makes 132; 3072^3 288
+    # (2.2 waves: a tail split) against 384 of 192 x 128 (2.9); 512 x 6144 makes 96 against 128 with
+    # the 192 rows along N (swap); 512 x 10240 makes 160 (a tail split) against 128 of 128 x 320.
+    # Big, evenly tiled shapes and decode stay on Triton.
     wide = Config(128, 256, 64, num_warps=8, num_stages=4)
-    picks = {(M, N): gemm.wide_swap_for(M, N, wide, 132) for M, N in
-             [(1536, 1536), (3072, 3072), (512, 6144), (4096, 4096), (8192, 8192), (4224, 4224), (2048, 2048),
-              (4096, 6144), (64, 6144)]}
-    assert picks == {(1536, 1536): False, (3072, 3072): False, (512, 6144): True, (4096, 4096): None,
-                     (8192, 8192): None, (4224, 4224): None, (2048, 2048): None, (4096, 6144): None,
-                     (64, 6144): None}
-    assert gemm.wide_swap_for(1536, 1536, Config(128, 128, 64), 132) is None  # only against 128 x 256 tiles
+    picks = {(M, N): gemm.gluon_tiles_for(M, N, wide, 132)[:1] for M, N in
+             [(1536, 1536), (3072, 3072), (512, 6144), (512, 10240), (4096, 4096), (8192, 8192), (4224, 4224),
+              (2048, 2048), (4096, 6144), (512, 28672), (64, 6144)]}
+    assert picks == {(1536, 1536): (((128, 144), False),), (3072, 3072): (((192, 128), False),),
+                     (512, 6144): (((192, 128), True),), (512, 10240): (((128, 320), False),),
+                     (4096, 4096): (), (8192, 8192): (), (4224, 4224): (), (2048, 2048): (), (4096, 6144): (),
+                     (512, 28672): (), (64, 6144): ()}
+    assert gemm.gluon_tiles_for(1536, 1536, Config(128, 128, 64), 132) == ()  # only against 128 x 256 tiles
     assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=True) == "gluon"
     assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=False) != "gluon"
     assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.int8, gluon=True) != "gluon"
@@ -495,19 +497,22 @@ def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
         assert gluon_gemm.tiles(M, N, False) == -(-M // 192) * -(-N // 128)
         assert gluon_gemm.tiles(M, N, True) == -(-N // 192) * -(-M // 128)
         assert gluon_gemm.tiles(M, N, True, (128, 144)) == -(-N // 128) * -(-M // 144)
+        assert gluon_gemm.tiles(M, N, False, (128, 320)) == -(-M // 128) * -(-N // 320)
 
 
-def test_gluon_tile_choice_reads_the_fewest_bytes_per_sm():
-    # Each program's time ~ its tiles x (rows + columns): 1536^3 fills one wave with 132 tiles of
-    # 128 x 144 (272 per K-step) where 96 of 192 x 128 read 320; 3072^3 keeps 192 x 128 (3 waves x 320
-    # against 4 x 272); 512 x 6144 runs 192 x 128 with its rows along N (one wave).
-    first = {(M, N): gluon_gemm.tile_choices(M, N, 132)[0] for M, N in [(1536, 1536), (3072, 3072), (512, 6144)]}
+def test_gluon_tile_choice_takes_the_fewest_waves_of_work():
+    # Each program's time ~ its waves of tiles x their area (the SMs are compute-bound), ties to
+    # fewer bytes per K-step: 1536^3 fills one wave with 132 tiles of 128 x 144 (96 of 192 x 128 are
+    # one wave of a bigger tile); 3072^3 keeps 192 x 128 (3 waves x 24576 against 2 x 40960 for
+    # 128 x 320); 512 x 6144 runs 192 x 128 with its rows along N (one wave); 512 x 10240 one wave
+    # of 128 x 320 (two of 192 x 128).
+    first = {(M, N): gluon_gemm.tile_choices(M, N, 132)[0]
+             for M, N in [(1536, 1536), (3072, 3072), (512, 6144), (512, 10240)]}
     assert first == {(1536, 1536): ((128, 144), False), (3072, 3072): ((192, 128), False),
-                     (512, 6144): ((192, 128), True)}
+                     (512, 6144): ((192, 128), True), (512, 10240): ((128, 320), False)}
     for M, N in [(1536, 1536), (100, 7000), (1, 1)]:  # every tile and orientation, once
         assert sorted(gluon_gemm.tile_choices(M, N, 132)) == sorted(
             (tile, swap) for tile in gluon_gemm.TILES for swap in (False, True))
-
 
 
 @pytest.mark.skipif(gluon_gemm.gluon is None, reason="this Triton has no Gluon")
@@ -519,8 +524,8 @@ def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
     built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
-    assert len(built) == 4, run.stdout  # both tile shapes, both orientations
-    for shared, wgmmas, copies, cubin in built:  # the 5- or 6-stage ring fits Hopper's 227 KB
+    assert len(built) == 2 * len(gluon_gemm.TILES), run.stdout  # every tile shape, both orientations
+    for shared, wgmmas, copies, cubin in built:  # the ring of stages fits Hopper's 227 KB
         assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
 
 
@@ -554,15 +559,15 @@ def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
 
 @needs_gluon
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (512, 6144, 4096), (3072, 3072, 3072)],
+@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (512, 6144, 4096), (3072, 3072, 3072), (512, 10240, 8192)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
     M, N, K = shape
     a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
     cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
-    if gemm.wide_swap_for(M, N, cfg) is None:  # another SM count (e.g. an H100 PCIe): not this GPU's choice
+    if not gemm.gluon_tiles_for(M, N, cfg):  # another SM count (e.g. an H100 PCIe): not this GPU's choice
         pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm._num_sms()} SMs")
-    expected = gluon_gemm.tile_choices(M, N, gemm._num_sms())[0]  # (tile, swap): b is K-major, all suit
+    expected = gemm.gluon_tiles_for(M, N, cfg)[0]  # (tile, swap): b is K-major, all suit
     calls = []
     real = gluon_gemm.matmul_wide
     monkeypatch.setattr(gluon_gemm, "matmul_wide",
@@ -608,7 +613,7 @@ ERRORS = [
      r"float64, which matmul does not support.*pass one of"),
     ("bad mode", lambda: matmul(_f16(4, 5), _f16(5, 6), mode="fast"), ValueError, r"mode='fast'.*'streamk'"),
     ("gluon with a config", lambda: matmul(_f16(4, 8), _f16(8, 8), mode="gluon", config=Config(16, 16, 16)),
-     ValueError, r"mode='gluon' runs fixed 192 x 128 or 128 x 144 tiles and takes no config"),
+     ValueError, r"mode='gluon' runs its own fixed tiles \(gluon_gemm.TILES\) and takes no config"),
     ("gluon int8", lambda: matmul_int8(_i8(4, 8), _i8(8, 8), _ones(4), _ones(8), mode="gluon"), ValueError,
      r"mode='gluon' takes float16 or bfloat16 inputs, not int8"),
     ("bias length", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(4)), ValueError,
