@@ -63,7 +63,8 @@ from course.stages import (
 )
 
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
-           "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy", "MODES",
+           "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy",
+           "unaligned_decode_config", "MODES",
            "supported_dtypes"]
 
 MODES = ("auto", "persistent", "streamk", "tail", "gluon")
@@ -426,8 +427,7 @@ def _tail_pays(M, N, config, sms):
 
 
 # The Gluon kernel's tiles run at about 0.95 of the speed per SM of this file's 128 x 256 ones (H100,
-# bf16: fitted to 1536^3, 3072^3 and 512 x 6144 x 4096 with 192 x 128 tiles; 512 x 10240 x 8192 with
-# 128 x 320 agrees)
+# bf16: fitted to 1536^3, 3072^3 and 512 x 6144 x 4096 with 192 x 128 tiles)
 _GLUON_SPEED = 0.95
 
 
@@ -448,7 +448,8 @@ def gluon_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) 
     elsewhere Triton's tiles already fit. In the benchmark's shape set that is 1536^3 (132 tiles of
     128 x 144 against 72 of 128 x 256), 3072^3 (three waves of 192 x 128 against a tail split),
     512 x 6144 x 4096 (192 x 128 swapped: one wave of 128) and 512 x 10240 x 8192 (one wave of
-    128 x 320 against a tail split).
+    128 x 320 against a tail split). The model ranks; its margins are rough: at 512 x 10240 x 8192
+    it expects the Gluon tile 18% faster than the tail split, and it measured 3-4% faster (H100).
 
         >>> gluon_tiles_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
         ((192, 128), True)
@@ -647,7 +648,9 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
 # such rows too). A copy pays where the product does enough work per copied element:
 # MACS_PER_COPIED_ELEMENT, i.e. N for A, M for B, K for C. Even decode's weights, read once, pay
 # for it (16 x 4096 x 4095: 2-byte loads took 10 x cuBLAS's time); weights used again and again
-# are better padded once with aligned_copy.
+# are better padded once with aligned_copy. Below M = 16 a copy of the weights costs more than the
+# product (torch copies them at about 1.5 TB/s), and unaligned_decode_config picks tiles for the
+# 2-byte loads instead.
 MACS_PER_COPIED_ELEMENT = 16
 
 
@@ -670,6 +673,29 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
                 and min(t.shape) * t.element_size() >= 16)
 
     return worth(a, N), worth(b, M), worth(c, K)
+
+
+def unaligned_decode_config(a: torch.Tensor, b: torch.Tensor) -> "Config | None":
+    """The configuration for a product too short to pay for copying ``b`` (M under
+    ``MACS_PER_COPIED_ELEMENT``) whose 16-bit ``b`` has rows TMA cannot read, such as a K-major
+    weight with K = 4095; None for every other product (``heuristic_config`` then applies).
+
+    Such a ``b`` takes 2-byte pointer loads, and the heuristic's decode tiles, built for 16-byte
+    vectors (a K step of 256, or TMA), ran at 0.04-0.13 x cuBLAS on them (H100, bf16). Measured best
+    over 16 pointer configurations (``.gpu/dec12d.py``, ``.gpu/dec12e.py``): 16 x 128 x 64 tiles,
+    with one stage where the rows run along K (6 shapes: 0.56-1.19 x cuBLAS, 0.79 geometric mean;
+    a deeper pipeline of 2-byte asynchronous copies only adds latency) and three where they run
+    along N (a row-major b with an odd N: 0.19-0.34, against 0.12-0.21).
+
+        >>> w = torch.empty(4096, 4095, dtype=torch.bfloat16, device="meta")  # rows of 8190 bytes
+        >>> unaligned_decode_config(torch.empty(1, 4095, dtype=torch.bfloat16, device="meta"), w.T).num_stages
+        1
+    """
+    M = a.shape[0]
+    if M >= MACS_PER_COPIED_ELEMENT or b.element_size() != 2 or _tma_layout(b) is not None:
+        return None
+    along_k = b.stride(0) == 1 and b.stride(1) != 1  # K-major: each row of w runs along K
+    return Config(16, 128, 64, num_warps=4, num_stages=1 if along_k else 3, tma=False, tma_store=False)
 
 
 def aligned_copy(t: torch.Tensor, fill: bool = True) -> torch.Tensor:
@@ -935,6 +961,8 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
     else:
         if autotune and config is None and not runtime.INTERPRET:
             config, mode = _autotuned(a, b, work, mode, bias=bias, **scales)
+        if config is None and not runtime.INTERPRET:
+            config = unaligned_decode_config(a, b)
         config = _resolve_config(config, M, N, K, a.dtype)
         _launch(a, b, work, config, mode, bias=bias, **scales)
     if work is not c:

@@ -235,7 +235,7 @@ if gluon is not None:
                      Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr):
         """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP).
-        Tiles of 64*WGS rows and the columns of y_desc's block (128 or 256), plus EXTRA (16) columns
+        Tiles of 64*WGS rows and the columns of y_desc's block (128 or 256), plus EXTRA (16 or 64) columns
         through y2_desc and c2_desc (placeholders without them)."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
         # the A rows of a stage: WGS blocks of 64 (shapes are powers of two, so no 192 x 64 block)

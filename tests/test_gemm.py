@@ -116,6 +116,19 @@ def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
     assert gemm.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
 
 
+def test_short_products_with_unaligned_weights_take_narrow_k_steps():
+    # M < MACS_PER_COPIED_ELEMENT: b is not copied, so its odd rows take 2-byte pointer loads, where
+    # the heuristic's K step of 256 measured 10x slower than 64 (H100): 16 x 128 x 64 tiles instead
+    meta = lambda *shape, dtype=torch.bfloat16: torch.empty(*shape, dtype=dtype, device="meta")  # noqa: E731
+    along_k = gemm.unaligned_decode_config(meta(1, 4095), meta(4096, 4095).T)  # K-major, K = 4095
+    along_n = gemm.unaligned_decode_config(meta(8, 768), meta(768, 50257))  # row-major, N = 50257
+    for cfg, stages in [(along_k, 1), (along_n, 3)]:
+        assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.tma) == (16, 128, 64, stages, False)
+    assert gemm.unaligned_decode_config(meta(16, 4095), meta(4096, 4095).T) is None  # b is copied from M = 16
+    assert gemm.unaligned_decode_config(meta(1, 4096), meta(4096, 4096).T) is None  # TMA reads b
+    assert gemm.unaligned_decode_config(meta(1, 4095, dtype=torch.int8), meta(4096, 4095, dtype=torch.int8).T) is None
+
+
 def test_cached_launch_plans_follow_layout_and_alignment(monkeypatch):
     # One shape, five operand layouts in a row: each needs its own launch plan (TMA or pointer
     # loads, transposed or not), so a plan cached for one must never serve another.
@@ -383,6 +396,23 @@ def test_unaligned_rows_are_copied_and_the_result_is_right(dtype, mode):
 
 @gpu
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [(1, 520, 1001, True), (5, 1003, 264, False), (15, 300, 77, True)],
+                         ids=lambda s: "x".join(map(str, s[:3])) + (" K-major" if s[3] else " row-major"))
+def test_short_products_with_unaligned_weights_are_right(shape, dtype):
+    # M < 16: the weights are not copied; unaligned_decode_config's tiles (16 x 128 x 64, pointer
+    # loads) run past every edge: odd K (K-major b) or odd N (row-major b), K not a multiple of 64
+    M, N, K, kmajor = shape
+    a = _randn(M, K, dtype=dtype)
+    b = _randn(N, K, dtype=dtype).T if kmajor else _randn(K, N, dtype=dtype)
+    out = poisoned((M, N), dtype, DEVICE)
+    assert gemm.unaligned_decode_config(a, b) is not None
+    matmul(a, b, out=out)
+    check(f"unaligned decode {M}x{N}x{K} {str(dtype)[6:]}", out, _reference(a, b))
+
+
+@gpu
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layouts", ["rrr", "ccr", "rcc", "crc"])
 def test_tensor_descriptors_for_every_layout(layouts, mode):
@@ -501,7 +531,7 @@ def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
 
 
 def test_gluon_tile_choice_takes_the_fewest_waves_of_work():
-    # Each program's time ~ its waves of tiles x their area (the SMs are compute-bound), ties to
+    # Each program's time ~ its waves of tiles x their area (a model fitted to H100 timings), ties to
     # fewer bytes per K-step: 1536^3 fills one wave with 132 tiles of 128 x 144 (96 of 192 x 128 are
     # one wave of a bigger tile); 3072^3 keeps 192 x 128 (3 waves x 24576 against 2 x 40960 for
     # 128 x 320); 512 x 6144 runs 192 x 128 with its rows along N (one wave); 512 x 10240 one wave
