@@ -30,8 +30,9 @@ cuBLAS (B K-major; with B row-major the 16-column slices load slowly and it stay
 3072^3 three waves of 192 x 128 beat two of 128 x 320 (82 against 97 us). An earlier model counted
 the bytes each SM reads per step; it fitted 1536^3 as well but picked 128 x 320 at 3072^3, which
 the measurement refutes. Neither explains why a Stream-K variant that spread 1536^3's 96 tiles of
-192 x 128 over all 132 SMs got no faster, even without its fix-up. A 128 x 256 tile here runs as
-fast as Triton's own (H100, 11 large shapes: 0.98-1.04 of it), so this kernel has none.
+192 x 128 over all 132 SMs got no faster, even without its fix-up. A 128 x 256 tile here is no
+faster than Triton's (H100, 11 large shapes: 0.92-1.03 of auto's speed, median 1.00), so this kernel
+has none.
 
 H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
 0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.86), 512 x 10240 x 8192 0.97 (0.93),
