@@ -694,8 +694,14 @@ def unaligned_decode_config(a: torch.Tensor, b: torch.Tensor) -> "Config | None"
     M = a.shape[0]
     if M >= MACS_PER_COPIED_ELEMENT or b.element_size() != 2 or _tma_layout(b) is not None:
         return None
-    along_k = b.stride(0) == 1 and b.stride(1) != 1  # K-major: each row of w runs along K
+    along_k = _stored_transposed(b)  # K-major: each row of the weight runs along K
     return Config(16, 128, 64, num_warps=4, num_stages=1 if along_k else 3, tma=False, tma_store=False)
+
+
+def _stored_transposed(t: torch.Tensor) -> bool:
+    """Whether ``t``'s columns, not its rows, are contiguous (``t`` is a transposed view), whatever
+    the alignment: a K-major B, such as ``w.T``."""
+    return t.stride(0) == 1 and t.stride(1) != 1
 
 
 def aligned_copy(t: torch.Tensor, fill: bool = True) -> torch.Tensor:
@@ -708,7 +714,7 @@ def aligned_copy(t: torch.Tensor, fill: bool = True) -> torch.Tensor:
         >>> aligned_copy(w).stride()
         (4096, 1)
     """
-    transposed = t.stride(0) == 1 and t.stride(1) != 1
+    transposed = _stored_transposed(t)
     src = t.T if transposed else t
     rows, cols = src.shape
     per_line = 128 // t.element_size()

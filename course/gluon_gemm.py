@@ -204,7 +204,8 @@ if gluon is not None:
         """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BQ: gl.constexpr = y_desc.block_type.shape[0] if Y_KMAJOR else y_desc.block_type.shape[1]
-        nbytes: gl.constexpr = WGS * x_desc.block_type.nbytes + y_desc.block_type.nbytes + EXTRA * BK * 2
+        nbytes: gl.constexpr = (WGS * x_desc.block_type.nbytes + y_desc.block_type.nbytes
+                                + (y2_desc.block_type.nbytes if EXTRA > 0 else 0))
         pid = gl.program_id(0)
         row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
         step = 0
@@ -271,10 +272,26 @@ def _columns(tile: tuple) -> tuple:
     return main, tile[1] - main
 
 
-def consumer_registers(tile: tuple) -> int:
+def _consumer_registers(tile: tuple) -> int:
     """Registers per thread of a consumer warpgroup: 152 where its accumulators hold 64 or 72 (64 rows
-    x 128 or 144 columns over 128 threads), 232 for the 128 of a 256-column tile."""
-    return {128: 152, 144: 152, 256: 232}.get(tile[1], 232)
+    x 128 or 144 columns over 128 threads), 232 where they hold the 160 of 320 columns."""
+    return 152 if tile[1] <= 144 else 232
+
+
+def launch_shapes(tile: tuple, swap: bool, y_kmajor: bool) -> tuple:
+    """``(blocks, constexprs)`` of a ``_wide_kernel`` launch with ``tile`` tiles: the block of each
+    tensor descriptor (x, y, y2, c, c2; without extra columns y2 and c2 repeat y and c) and the
+    kernel's tile constants. :func:`matmul_wide` launches with them, and the compile check in
+    ``tests/`` builds the same kernel from them."""
+    block_q, extra = _columns(tile)
+    y_block = [block_q, BLOCK_K] if y_kmajor else [BLOCK_K, block_q]
+    blocks = {"x": [64, BLOCK_K], "y": y_block, "y2": y_block, "c": [EPI, EPI], "c2": [EPI, EPI]}
+    if extra:
+        blocks["y2"] = [extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra]
+        blocks["c2"] = [extra, EPI] if swap else [EPI, extra]
+    constexprs = dict(STAGES=TILES[tile], WGS=tile[0] // 64, EXTRA=extra, Y_KMAJOR=y_kmajor, SWAP=swap,
+                      CONSUMER_REGS=_consumer_registers(tile))
+    return blocks, constexprs
 
 
 def _layout(t: torch.Tensor):
@@ -291,8 +308,8 @@ def tiles(M: int, N: int, swap: bool, tile: tuple = WIDE) -> int:
 
 
 def tile_choices(M: int, N: int, num_sms: int) -> list:
-    """``[(tile, swap)]`` for an M x N output, the fastest first by a model of this kernel: the SMs
-    are compute-bound, each K-step of a tile taking a time in proportion to its area (H100, bf16:
+    """``[(tile, swap)]`` for an M x N output, the fastest first by a model fitted to this kernel's
+    timings: each K-step of a tile takes a time in proportion to its area (H100, bf16:
     about 42,000 outputs per us per SM for each tile shape: 0.57 us for 192 x 128 at 3072^3, 1.0 us
     for 128 x 320 at 512 x 10240 x 8192), so a program's time is its waves of tiles times their area;
     ties go to the tile that reads fewer bytes per step (rows + columns). At 1536^3 that picks 132
@@ -355,17 +372,12 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
         x, R, Q = a, M, N
         y_kmajor = _layout(b)
         y = b.T if y_kmajor else b
-    block_q, extra = _columns(tile)
-    x_desc = _descriptor(x, [64, BLOCK_K])
-    y_desc = _descriptor(y, [block_q, BLOCK_K] if y_kmajor else [BLOCK_K, block_q])
-    c_desc = _descriptor(c, [EPI, EPI])
+    blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
+    x_desc, y_desc, c_desc = _descriptor(x, blocks["x"]), _descriptor(y, blocks["y"]), _descriptor(c, blocks["c"])
     y2_desc, c2_desc = y_desc, c_desc  # placeholders where the tile has no extra columns
-    if extra:
-        y2_desc = _descriptor(y, [extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra])
-        c2_desc = _descriptor(c, [extra, EPI] if swap else [EPI, extra])
+    if constexprs["EXTRA"]:
+        y2_desc, c2_desc = _descriptor(y, blocks["y2"]), _descriptor(c, blocks["c2"])
     grid = (min(num_sms, tiles(M, N, swap, tile)),)
     _wide_kernel[grid](x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K,
-                       NUM_SMS=num_sms, GROUP=group, STAGES=TILES[tile], WGS=tile[0] // 64, EXTRA=extra,
-                       Y_KMAJOR=y_kmajor, SWAP=swap, HAS_BIAS=bias is not None,
-                       CONSUMER_REGS=consumer_registers(tile), num_warps=4)
+                       NUM_SMS=num_sms, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs)
     return c

@@ -38,22 +38,12 @@ def descriptor(block, dtype):
 
 
 def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
-    g = gluon_gemm
-    block_q, extra = g._columns(tile)
-    y_block = [block_q, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, block_q]
-    if extra:  # the extra columns' own descriptors, as matmul_wide builds them
-        y2_block = [extra, g.BLOCK_K] if y_kmajor else [g.BLOCK_K, extra]
-        c2_block = [extra, g.EPI] if swap else [g.EPI, extra]
-    else:  # the 192 x 128 tile passes its main descriptors again
-        y2_block, c2_block = y_block, [g.EPI, g.EPI]
-    signature = {"x_desc": descriptor([64, g.BLOCK_K], dtype), "y_desc": descriptor(y_block, dtype),
-                 "y2_desc": descriptor(y2_block, dtype), "c_desc": descriptor([g.EPI, g.EPI], dtype),
-                 "c2_desc": descriptor(c2_block, dtype), "bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"}
-    constants = {"NUM_SMS": 132, "GROUP": 8, "STAGES": g.TILES[tile], "WGS": tile[0] // 64, "EXTRA": extra,
-                 "Y_KMAJOR": y_kmajor, "SWAP": swap, "HAS_BIAS": has_bias,
-                 "CONSUMER_REGS": g.consumer_registers(tile)}
+    blocks, constexprs = gluon_gemm.launch_shapes(tile, swap, y_kmajor)  # as matmul_wide launches it
+    signature = {f"{name}_desc": descriptor(block, dtype) for name, block in blocks.items()}
+    signature.update({"bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"})
+    constants = {"NUM_SMS": 132, "GROUP": 8, "HAS_BIAS": has_bias, **constexprs}
     signature.update({name: "constexpr" for name in constants})
-    source = GluonASTSource(fn=g._wide_kernel, signature=signature, constexprs=constants,
+    source = GluonASTSource(fn=gluon_gemm._wide_kernel, signature=signature, constexprs=constants,
                             attrs={(5,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
     return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 
