@@ -652,13 +652,37 @@ def _host_descriptor(t, transposed, block_rows, block_cols):
 # product (torch copies them at about 1.5 TB/s), and unaligned_decode_config picks tiles for the
 # 2-byte loads instead.
 MACS_PER_COPIED_ELEMENT = 16
+# Rows that TMA reads but that start 16 bytes into a 32-byte sector (a pitch that is an odd multiple
+# of 16 bytes, such as 3000 bf16 elements) make every row straddle one more sector, and the same
+# kernels run about 1.5x slower (H100, bf16, 3072 x 3072 x 2944 with pitches of 2944 + 8j elements:
+# 0.62 x cuBLAS at 16, 48, 80, 112 bytes past a 128-byte line, 0.86-0.90 at 32, 64, 96, 0.97 on
+# the line). torch copies at about 1.3 TB/s, so copying such 16-bit operands into aligned rows
+# pays only in big products: they are copied together where the product does at least
+# MACS_PER_REALIGNED_ELEMENT multiply-adds per element copied (H100, bf16, A and B copied, copies
+# included; .gpu/copy13.py, .gpu/realign13.py): per element 5120, 10240 x 10240 x 3000: 0.76 ->
+# 0.95 x cuBLAS; 4000, 8000 x 8000 x 3000: 0.95 -> 1.14; 3072, 6144 x 6144 x 3000: 0.74 -> 0.85 and
+# 6144 x 6144 x 1000: 0.77 -> 0.81. Below, copies lose: 2048, 4096 x 4096 x 1000: 0.74 -> 0.70;
+# 1368, 4104^3 (C too): 0.65 -> 0.59; 1000, 3000^3: 0.62 -> 0.51.
+MACS_PER_REALIGNED_ELEMENT = 192 * MACS_PER_COPIED_ELEMENT  # 3072
+
+
+def _rows_straddle_sectors(t: torch.Tensor) -> bool:
+    """Whether TMA reads ``t`` (16-bit) but its rows (columns, where stored transposed) start 16 bytes
+    into a 32-byte sector."""
+    layout = _tma_layout(t)
+    if layout is None or t.element_size() != 2:
+        return False
+    pitch = (t.stride(1) if layout else t.stride(0)) * t.element_size()
+    return bool(pitch % 32 or t.data_ptr() % 32)
 
 
 def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
     """``(copy_a, copy_b, copy_c)``: which operands ``matmul`` copies into 128-byte aligned rows
     first (``c``: computed into an aligned buffer, then copied into ``c``; on a GPU only, not under
     the interpreter): the operands that TMA cannot read as they are but can once copied, where the
-    product does at least ``MACS_PER_COPIED_ELEMENT`` multiply-adds per element copied.
+    product does at least ``MACS_PER_COPIED_ELEMENT`` multiply-adds per element copied; and 16-bit
+    ones that it reads slowly, their rows 16 bytes off a 32-byte sector, where the product does at
+    least ``MACS_PER_REALIGNED_ELEMENT`` per element of all of them.
 
         >>> a = torch.empty(4096, 4014, dtype=torch.bfloat16, device="meta")  # rows of 8028 bytes
         >>> aligned_copies_for(a, torch.empty(4785, 4014, dtype=torch.bfloat16, device="meta").T,
@@ -672,7 +696,15 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
         return (macs_per_element >= MACS_PER_COPIED_ELEMENT and _tma_layout(t) is None
                 and min(t.shape) * t.element_size() >= 16)
 
-    return worth(a, N), worth(b, M), worth(c, K)
+    copies = (worth(a, N), worth(b, M), worth(c, K))
+    if M * N * K < MACS_PER_REALIGNED_ELEMENT * min(M * K, N * K, M * N):  # the cheap question first
+        return copies
+    operands = (a, b, c)
+    slow = [not copy and _rows_straddle_sectors(t) for copy, t in zip(copies, operands)]
+    realigned = sum(t.numel() for t, s in zip(operands, slow) if s)
+    if realigned and M * N * K >= MACS_PER_REALIGNED_ELEMENT * realigned:
+        copies = tuple(copy or s for copy, s in zip(copies, slow))
+    return copies
 
 
 def unaligned_decode_config(a: torch.Tensor, b: torch.Tensor) -> "Config | None":

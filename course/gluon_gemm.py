@@ -43,7 +43,9 @@ H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the r
 What is left at 1536^3: against cuBLAS the K loop takes 9% longer per step (1536 x 1536 x K,
 K = 64 to 6144: 0.399 against 0.367 us per step) and the fixed costs 0.8 us more. cuBLAS runs its
 144 x 128 tiles in clusters of two SMs whose TMA loads multicast each shared operand into both
-SMs' shared memory. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
+SMs' shared memory. Something all SMs share limits the loop: the same 128 x 144 tiles on 66 or 33
+programs instead of 132 take 11% or 16% less time per tile and K-step (1536 x 1536 x 6144: 479, 428
+and 400 ns), so L2's bandwidth (which multicast relieves) or the clocks of a power-limited chip. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
 multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
 
 Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself

@@ -114,6 +114,16 @@ def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
     assert gemm.aligned_copies_for(meta(8, 4014), meta(9, 4014).T, meta(8, 9)) == (False, False, True)
     # rows under 16 bytes stay unreadable by TMA, copied or not
     assert gemm.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
+    # rows of 6000 bytes (K = 3000), 16 bytes into a sector: TMA reads them, slowly; copied only where
+    # the product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of all of them
+    assert gemm.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (True, True, False)
+    assert gemm.aligned_copies_for(meta(3000, 3000), meta(3000, 3000).T, meta(3000, 3000)) == (False,) * 3
+    assert gemm.aligned_copies_for(meta(4096, 1000), meta(4096, 1000).T, meta(4096, 4096)) == (False,) * 3
+    # 6144 x 6144 x 1000: 3072 per element of A and B, the threshold; one row less is under it
+    assert gemm.aligned_copies_for(meta(6144, 1000), meta(6144, 1000).T, meta(6144, 6144)) == (True, True, False)
+    assert gemm.aligned_copies_for(meta(6143, 1000), meta(6144, 1000).T, meta(6143, 6144)) == (False,) * 3
+    # rows of 4000 bytes start on sectors (32-byte multiples): read at nearly full speed, never copied
+    assert gemm.aligned_copies_for(meta(8192, 2000), meta(8192, 2000).T, meta(8192, 8192)) == (False,) * 3
 
 
 def test_short_products_with_unaligned_weights_take_narrow_k_steps():
@@ -391,6 +401,23 @@ def test_unaligned_rows_are_copied_and_the_result_is_right(dtype, mode):
         assert gemm.aligned_copies_for(a, b, out) == (True,) * 3
         matmul(a, b, bias=bias, mode=mode, out=out)
     check(f"unaligned {M}x{N}x{K} {str(dtype)[6:]} {mode}", out, ref)
+    assert torch.isnan(big[:, N:]).all(), "columns past the output view were overwritten"
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["auto", "persistent"])
+def test_rows_off_sectors_are_copied_in_big_products(mode):
+    # K = 1000: rows of A and B (K-major) 2000 bytes long, 16 bytes into a sector; the product does
+    # 3072 multiply-adds per element of A and B, so both are copied; C is a view of a wider, poisoned
+    # matrix whose rows start every 128 bytes, not copied
+    M, N, K = 6144, 6144, 1000
+    big = poisoned((M, N + 64), torch.bfloat16, DEVICE)
+    out = big[:, :N]
+    a, b, bias = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T, _randn(N)
+    assert gemm.aligned_copies_for(a, b, out) == (True, True, False)
+    matmul(a, b, bias=bias, mode=mode, out=out)
+    check(f"rows off sectors {M}x{N}x{K} {mode}", out, _reference(a, b, bias))
     assert torch.isnan(big[:, N:]).all(), "columns past the output view were overwritten"
 
 
