@@ -32,8 +32,9 @@ runs on either, and ``DescriptorOutputView`` has the same ``store`` (epilogue, t
 A :class:`Config` can turn TMA off (``heuristic_config`` does for decode, where pointer loads
 measured faster); other layouts, other GPUs and the interpreter use pointer loads (any strides).
 Rows that TMA cannot read (a row stride that is no multiple of 16 bytes, e.g. K = 4014 in bf16)
-are slow either way, so on a GPU ``matmul`` copies such operands into 128-byte aligned rows first
-where the product is big enough to pay for the copy (``aligned_copies_for``).
+are slow either way, and 16-bit rows that start 16 bytes into a 32-byte sector (e.g. K = 3000) slow
+TMA down, so on a GPU ``matmul`` copies such operands into 128-byte aligned rows first where the
+product is big enough to pay for the copy (``aligned_copies_for``).
 Under the interpreter (no GPU) the same launchers run on CPU tensors with tiny blocks.
 
 What a launch needs that depends only on shapes, strides, dtypes, alignment and the
@@ -1015,10 +1016,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
 
     ``a``: (M, K), ``b``: (K, N), same dtype: float16, bfloat16 (GPU), float32 (TF32 on a GPU's
     tensor cores) or fp8 e4m3/e5m2 (sm_89+ GPUs). Any strides (transposed or sliced views) work
-    without copies; only rows TMA cannot read (no multiple of 16 bytes long) are copied into
-    aligned ones, on a GPU and where that pays (:func:`aligned_copies_for`). ``bias``: length N,
-    added to every row. ``out_dtype``: float16, bfloat16 or
-    float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
+    without copies; only rows TMA cannot read (no multiple of 16 bytes long) or reads slowly (16
+    bytes off a 32-byte sector) are copied into aligned ones, on a GPU and where that pays
+    (:func:`aligned_copies_for`). ``bias``: length N, added to every row. ``out_dtype``: float16,
+    bfloat16 or float32 (default: the input dtype; bfloat16 for fp8). ``mode``: "auto", "persistent",
     "streamk", "tail" or "gluon" (see the module docstring; "gluon" needs an sm_90 GPU, 16-bit
     inputs and output and a row-major ``a``). ``config``: a :class:`Config` (default:
     :func:`heuristic_config`).

@@ -8,8 +8,8 @@ lets a kernel give each *warpgroup* its own accumulator, so a 192-row tile is th
 
 * three consumer partitions (4 warps each) each keep a 64 x 128 fp32 accumulator and issue
   ``wgmma`` m64 n128 on their own 64 rows of the A tile and the shared B tile;
-* one producer warp only issues TMA loads into a ring of shared-memory slots (``TILES``: 5
-  stages); ``ready``/``empty`` mbarriers hand the slots back and forth (the consumers free a slot
+* one producer warp only issues TMA loads into a ring of shared-memory slots (``TILES``: 3 to 6
+  stages, by tile shape); ``ready``/``empty`` mbarriers hand the slots back and forth (the consumers free a slot
   once the wgmma that read it has finished), so the loads of the next tile run during an epilogue;
 * the kernel is persistent (one program per SM, tiles in grouped order).
 
@@ -45,7 +45,8 @@ K = 64 to 6144: 0.399 against 0.367 us per step) and the fixed costs 0.8 us more
 144 x 128 tiles in clusters of two SMs whose TMA loads multicast each shared operand into both
 SMs' shared memory. Something all SMs share limits the loop: the same 128 x 144 tiles on 66 or 33
 programs instead of 132 take 11% or 16% less time per tile and K-step (1536 x 1536 x 6144: 479, 428
-and 400 ns), so L2's bandwidth (which multicast relieves) or the clocks of a power-limited chip. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
+and 400 ns), which points to L2's bandwidth (what multicast relieves) or to the clocks of a
+power-limited chip. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
 multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
 
 Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself
