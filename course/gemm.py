@@ -90,16 +90,39 @@ def _reduce_k_range(ctx, A, B, out_tile, k_begin, k_end, USE_TMA: tl.constexpr):
 @triton.jit
 def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
                    M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
+                   stride_sa, stride_sb,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr, STREAMK_TILES: tl.constexpr,
                    STREAMK_PROGRAMS: tl.constexpr,
                    EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, QUANTIZED: tl.constexpr,
                    ALLOW_TF32: tl.constexpr, USE_TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
-                   TMA_STORE: tl.constexpr, C_T: tl.constexpr, C_HALVES: tl.constexpr, FLATTEN: tl.constexpr):
+                   TMA_STORE: tl.constexpr, C_T: tl.constexpr, C_HALVES: tl.constexpr, FLATTEN: tl.constexpr,
+                   WIDE: tl.constexpr):
     """C = epilogue(A @ B): persistent tiles first, then (STREAMK_TILES > 0) the Stream-K tiles.
 
     With USE_TMA, A and B are tensor descriptors (TMA) instead of pointers; with TMA_STORE, C is.
+    WIDE: a bit per stride (``_WIDE_BITS``) that the host widened to 64 bits, because the operand's
+    element offsets reach 2^31 (``_wide_strides``); 0, the usual case, leaves every offset 32-bit.
     """
+    if WIDE:  # index * stride in int64 (never a unit stride: Triton passes those as the constant 1)
+        if WIDE & 1:
+            stride_am = stride_am.to(tl.int64)
+        if WIDE & 2:
+            stride_ak = stride_ak.to(tl.int64)
+        if WIDE & 4:
+            stride_bk = stride_bk.to(tl.int64)
+        if WIDE & 8:
+            stride_bn = stride_bn.to(tl.int64)
+        if WIDE & 16:
+            stride_cm = stride_cm.to(tl.int64)
+        if WIDE & 32:
+            stride_cn = stride_cn.to(tl.int64)
+        if WIDE & 64:
+            stride_sa = stride_sa.to(tl.int64)
+        if WIDE & 128:
+            stride_sb = stride_sb.to(tl.int64)
+        if WIDE & 256:
+            stride_bias = stride_bias.to(tl.int64)
     if USE_TMA:  # A and B arrive as tensor descriptors built on the host (see _host_descriptor)
         tensorA = DescriptorView(A, A_T)
         tensorB = DescriptorView(B, B_T)
@@ -110,7 +133,7 @@ def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
         tensorC = DescriptorOutputView(C, C_T, C_HALVES)
     else:
         tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
-    scale = make_scale_view(A_scale, B_scale, M, N) if QUANTIZED else None
+    scale = make_scale_view(A_scale, B_scale, M, N, stride_sa, stride_sb) if QUANTIZED else None
     bias_view = make_bias_view(bias, N, stride_bias) if HAS_BIAS else None
 
     ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, 1, GROUP_SIZE_M,
@@ -148,6 +171,9 @@ def _matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
 # ----------------------------------------------------------------------------------------------
 # Host side: configurations
 # ----------------------------------------------------------------------------------------------
+_MAX_TILE_ELEMENTS = 2**20  # Triton's TRITON_MAX_TENSOR_NUMEL
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Launch configuration: tile sizes (powers of two), warps per program, pipeline depth.
@@ -166,14 +192,28 @@ class Config:
     store_halves: int = 1  # TMA store in 1 or 2 pieces (2: half the staging shared memory)
 
     def __post_init__(self):
+        # bool is an int in Python (True == 1): refused here rather than deep inside Triton
         for name in ("block_m", "block_n", "block_k"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                raise ValueError(f"Config.{name}={v!r}: pass a power of two such as 16, 64 or 128")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise ValueError(f"Config.{name}={v!r}: pass a power of two such as 16, 64 or 128 (an int)")
         for name in ("num_warps", "num_stages", "group_size_m"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"Config.{name}={v!r}: pass a positive integer")
+        if self.num_warps & (self.num_warps - 1):
+            raise ValueError(f"Config.num_warps={self.num_warps}: pass a power of two (4 or 8 suit most tiles)")
+        for x, y in (("block_m", "block_k"), ("block_k", "block_n"), ("block_m", "block_n")):
+            if getattr(self, x) * getattr(self, y) > _MAX_TILE_ELEMENTS:
+                raise ValueError(f"Config.{x} x Config.{y} = {getattr(self, x)} x {getattr(self, y)} is over "
+                                 f"Triton's {_MAX_TILE_ELEMENTS} elements per tile: pass smaller blocks")
+        for name in ("tma", "tma_store"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, bool):
+                raise ValueError(f"Config.{name}={v!r}: pass True, False or None (None: wherever the layout allows)")
+        if isinstance(self.store_halves, bool) or not isinstance(self.store_halves, int) or \
+                self.store_halves not in (1, 2):
+            raise ValueError(f"Config.store_halves={self.store_halves!r}: pass 1 or 2")
 
 
 _DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int8: "int8"}
@@ -502,14 +542,28 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
 # ----------------------------------------------------------------------------------------------
 # Host side: checks that name the argument and the fix
 # ----------------------------------------------------------------------------------------------
+_INT32_LIMIT = 2**31  # offsets and dimensions from here on do not fit Triton's default 32-bit indices
+
+
+def _check_dense(name: str, t) -> None:
+    """A plain strided tensor: not sparse, nested or MKL-DNN (whose raw memory is no matrix)."""
+    if t.layout is not torch.strided or t.is_nested:
+        kind = "nested" if t.is_nested else str(t.layout).replace("torch.", "")
+        raise TypeError(f"{name} is a {kind} tensor, but the kernels read plain (strided) memory: "
+                        f"pass {name}.to_dense()")
+
+
 def _check_matrix(name: str, t) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    _check_dense(name, t)
     if t.dim() != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got {t.dim()}-D with shape {tuple(t.shape)}; "
                          f"for batches, loop over the batch or reshape to 2-D")
-    if t.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(t.shape)}): every dimension must be at least 1")
+    rows, cols = t.shape
+    if rows >= _INT32_LIMIT or cols >= _INT32_LIMIT:
+        raise ValueError(f"{name} has shape {(rows, cols)}: each dimension must be below 2^31 (the kernels' "
+                         "tile indices are 32-bit); split the product into parts")
     for dim in range(2):
         if t.shape[dim] > 1 and t.stride(dim) <= 0:
             raise ValueError(f"{name} has stride {t.stride(dim)} in dimension {dim} (a broadcast or expanded "
@@ -522,6 +576,7 @@ def _check_matrix(name: str, t) -> None:
 def _check_vector(name: str, t, length: int, length_name: str, dtypes, device) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of length {length_name}={length}, got {type(t).__name__}")
+    _check_dense(name, t)
     if t.dim() != 1 or t.shape[0] != length:
         raise ValueError(f"{name} must be 1-D of length {length_name}={length}, got shape {tuple(t.shape)}")
     if t.dtype not in dtypes:
@@ -532,6 +587,18 @@ def _check_vector(name: str, t, length: int, length_name: str, dtypes, device) -
         raise ValueError(f"{name} is on {t.device} but a is on {device}: put them on the same device")
     if length > 1 and t.stride(0) <= 0:
         raise ValueError(f"{name} has stride {t.stride(0)}: pass {name}.contiguous()")
+
+
+def _plain_inputs(a, b) -> tuple:
+    """``a`` and ``b`` as the kernel may read them: autograd is refused (``_check_no_grad``), and a
+    lazy negation or conjugation view (``torch._neg_view``, ``x.conj()``), whose raw memory holds
+    the values before the negation, is materialized first (``resolve_neg``/``resolve_conj``)."""
+    _check_no_grad((("a", a), ("b", b)))
+    if a.is_neg() or a.is_conj():
+        a = a.resolve_conj().resolve_neg()
+    if b.is_neg() or b.is_conj():
+        b = b.resolve_conj().resolve_neg()
+    return a, b
 
 
 def _check_pair(a, b) -> None:
@@ -574,6 +641,7 @@ def _check_dtype(dtype: torch.dtype) -> None:
 def _check_out(out, M, N, dtype, device) -> None:
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out must be a torch.Tensor of shape ({M}, {N}), got {type(out).__name__}")
+    _check_dense("out", out)
     if tuple(out.shape) != (M, N):
         raise ValueError(f"out has shape {tuple(out.shape)} but the product is ({M}, {N})")
     if out.dtype != dtype:
@@ -585,12 +653,95 @@ def _check_out(out, M, N, dtype, device) -> None:
         if out.shape[dim] > 1 and out.stride(dim) <= 0:
             raise ValueError(f"out has stride {out.stride(dim)} in dimension {dim}: every element needs its "
                              "own place; pass a fresh tensor")
+    if _overlaps_itself(out):
+        raise ValueError(f"out (shape {tuple(out.shape)}, strides {out.stride()}) has elements that share one "
+                         "memory location: every element needs its own place; pass a fresh tensor")
+
+
+def _check_no_grad(named) -> None:
+    """matmul has no backward: refuse tensors that autograd would expect it to record."""
+    if not torch.is_grad_enabled():
+        return
+    for name, t in named:
+        if t is not None and t.requires_grad:
+            raise RuntimeError(f"{name} requires grad, but matmul is a forward-only kernel (no backward): call it "
+                               f"under torch.no_grad() (or torch.inference_mode()), or pass {name}.detach()")
+
+
+def _span(t: torch.Tensor) -> tuple:
+    """``[first, last)`` byte addresses of a non-empty 1-D or 2-D tensor with non-negative strides."""
+    first = t.data_ptr()
+    if t.dim() == 2:
+        (n0, n1), (s0, s1) = t.shape, t.stride()
+        return first, first + t.element_size() * (1 + (n0 - 1) * s0 + (n1 - 1) * s1)
+    return first, first + t.element_size() * (1 + (t.shape[0] - 1) * t.stride(0))
+
+
+def _offsets(t: torch.Tensor) -> torch.Tensor:
+    """Every element's offset from ``t.data_ptr()``, in elements (int64, on ``t``'s device)."""
+    offs = torch.zeros((), dtype=torch.int64, device=t.device)
+    for n, s in zip(t.shape, t.stride()):
+        offs = offs[..., None] + torch.arange(n, device=t.device) * s
+    return offs.reshape(-1)
+
+
+def _overlaps_itself(t: torch.Tensor) -> bool:
+    """Whether two elements of ``t`` (positive strides) share a memory location, e.g. an
+    ``as_strided`` view whose rows overlap. Cheap for the usual layouts (one dimension's stride
+    spans the other's whole extent); the rare others are checked element by element."""
+    (n0, n1), (s0, s1) = t.shape, t.stride()
+    if n0 <= 1 or n1 <= 1:
+        return False
+    s_small, n_small, s_big = (s1, n1, s0) if s0 >= s1 else (s0, n0, s1)
+    if s_big > (n_small - 1) * s_small:
+        return False
+    if s_big == s_small:
+        return True
+    return _offsets(t).unique().numel() != t.numel()
+
+
+def _check_no_overlap(out: torch.Tensor, inputs) -> None:
+    """Refuse an ``out`` that shares memory with an input (``a``, ``b``, ``bias``, a scale).
+
+    The kernel reads its inputs tile by tile while other programs already write C, so an input
+    that overlaps ``out`` is read half overwritten. Like torch's ``out=`` (``torch.add(x, y,
+    out=x[1:])``: "some elements of the input tensor and the written-to tensor refer to a single
+    memory location. Please clone()"), the call is refused rather than computed into a hidden
+    temporary: ``out=`` says where the result goes, and an M x N buffer plus a copy, allocated
+    behind the caller's back, would change the memory and time that ``out=`` is meant to control;
+    overlap is almost always a mistake (``out=a`` for a square product). Disjoint byte ranges
+    (separate tensors) cost a few integer comparisons; interleaved views of one buffer
+    (``x[::2]`` and ``x[1::2]``) are checked byte by byte.
+    """
+    o_first, o_last = _span(out)
+    for name, t in inputs:
+        if t is None or t.numel() == 0:
+            continue
+        first, last = _span(t)
+        if first >= o_last or o_first >= last:
+            continue  # disjoint address ranges: the usual case
+        lo, hi = max(first, o_first), min(last, o_last)
+
+        def touched(x):  # the bytes of x's elements in [lo, hi)
+            es = x.element_size()
+            start = x.data_ptr() + _offsets(x) * es
+            byte = (start[:, None] + torch.arange(es, device=x.device)).reshape(-1)
+            return byte[(byte >= lo) & (byte < hi)]
+
+        if torch.isin(touched(t), touched(out)).any():
+            raise ValueError(f"out and {name} share memory (out overlaps {name}): the kernel would read {name} "
+                             f"while writing out; pass a fresh out, or {name}.clone()")
 
 
 def _resolve_config(config, M, N, K, dtype) -> Config:
     if config is None:
         return heuristic_config(M, N, K, dtype)
     if isinstance(config, dict):
+        fields = [f.name for f in dataclasses.fields(Config)]
+        unknown = [k for k in config if k not in fields]
+        if unknown:
+            raise TypeError(f"config has unknown field(s) {', '.join(map(repr, unknown))}: a Config's fields are "
+                            f"{', '.join(fields)}")
         return Config(**config)
     if not isinstance(config, Config):
         raise TypeError(f"config must be a course.gemm.Config (or a dict of its fields), got {type(config).__name__}")
@@ -607,9 +758,16 @@ _TUNED: dict = {}
 
 
 def _workspace(device, num_sms, tile_elems, acc_dtype):
-    """Stream-K partial tiles (one slot per program) and flags (zero between launches)."""
-    key = (str(device), num_sms, tile_elems, acc_dtype)
+    """Stream-K partial tiles (one slot per program) and flags (zero between launches), one pair
+    per CUDA stream: launches on different streams may run at the same time, and sharing the slots
+    and flags they would add each other's partial sums or wait forever on a flag the other
+    launch cleared. Each workspace is allocated while its stream is current, so the caching
+    allocator never hands its memory to other work before that stream is done with it."""
+    stream = None if runtime.INTERPRET else torch.cuda.current_stream(device).cuda_stream
+    key = (str(device), stream, num_sms, tile_elems, acc_dtype)
     if key not in _WORKSPACES:
+        if len(_WORKSPACES) >= 256:  # many short-lived streams: start over (see above: safe to free)
+            _WORKSPACES.clear()
         _WORKSPACES[key] = (torch.empty(num_sms * tile_elems, device=device, dtype=acc_dtype),
                             torch.zeros(num_sms, device=device, dtype=torch.int32))
     return _WORKSPACES[key]
@@ -774,12 +932,13 @@ _GLUON_CHOICES: dict = {}  # auto's Gluon (tile, swap), or None, per operand lay
 _SHRUNK: dict = {}  # configs that needed fewer stages than asked for, whatever the shape
 
 
-def _plan_for(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+def _plan_for(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
     """The cached launch plan for these operands. Recomputed on every call, it cost about 10 us of
     host time (H100: 71 -> 61 us a call with tensor descriptors, 68 -> 37 us with pointer loads,
-    with the cheaper dtype check)."""
-    key = _operand_key(a, b, c) + (config, mode, has_bias, tma, flatten, sk_tiles, sk_programs)
-    return _cached(_PLANS, key, lambda: _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles,
+    with the cheaper dtype check). ``vectors``: the strides of bias, a_scale and b_scale (None
+    where absent)."""
+    key = _operand_key(a, b, c) + (config, mode, vectors, tma, flatten, sk_tiles, sk_programs)
+    return _cached(_PLANS, key, lambda: _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles,
                                                    sk_programs))
 
 
@@ -803,7 +962,34 @@ def _cached(cache: dict, key, make):
     return value
 
 
-def _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+_WIDE_BITS = ("am", "ak", "bk", "bn", "cm", "cn", "sa", "sb", "bias")  # bit i of the kernel's WIDE
+
+
+def _wide_strides(M, N, K, strides: dict, block_k: int) -> int:
+    """The kernel's ``WIDE``: a bit for each stride (named as in ``_WIDE_BITS``) that must be
+    64-bit because its operand's element offsets, ``index * stride`` summed over both dimensions,
+    can reach 2^31 (e.g. rows 2^30 elements apart): in 32 bits they would wrap around and read or
+    write far outside the tensor. The K index of a ragged last step runs up to ``block_k`` past
+    K - 1 (masked, but its offsets are still computed), and the scale and bias indices up to a tile
+    past M or N. Unit strides stay constant 1: an index below 2^31 times 1 cannot overflow. 0 for
+    every tensor smaller than 2^31 elements' worth of span: the usual, fully 32-bit kernel."""
+    pad = max(block_k, 1024)
+    extents = {"a": ((M - 1) * strides["am"], (K - 1 + pad) * strides["ak"]),
+               "b": ((K - 1 + pad) * strides["bk"], (N - 1) * strides["bn"]),
+               "c": ((M - 1) * strides["cm"], (N - 1) * strides["cn"]),
+               "sa": ((M - 1 + pad) * strides["sa"],), "sb": ((N - 1 + pad) * strides["sb"],),
+               "bias": ((N - 1 + pad) * strides["bias"],)}
+    operands = {"am": "a", "ak": "a", "bk": "b", "bn": "b", "cm": "c", "cn": "c", "sa": "sa", "sb": "sb",
+                "bias": "bias"}
+    wide = 0
+    for bit, name in enumerate(_WIDE_BITS):
+        if sum(extents[operands[name]]) >= _INT32_LIMIT and strides[name] != 1:
+            wide |= 1 << bit
+    return wide
+
+
+def _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
+    has_bias = vectors[0] is not None
     M, K = a.shape
     N = b.shape[1]
     num_sms = _num_sms()
@@ -838,12 +1024,16 @@ def _make_plan(a, b, c, config, mode, has_bias, tma, flatten, sk_tiles, sk_progr
         flatten = config.block_m >= 128
     shrunk_key = (config, a.dtype, c.dtype, use_tma, tma_store, sk > 0)
     config = _SHRUNK.get(shrunk_key, config)
+    (sam, sak), (sbk, sbn), (scm, scn) = a.stride(), b.stride(), c.stride()
+    s_bias, s_sa, s_sb = (0 if v is None else v for v in vectors)
+    wide = _wide_strides(M, N, K, dict(am=sam, ak=sak, bk=sbk, bn=sbn, cm=scm, cn=scn, sa=s_sa, sb=s_sb,
+                                       bias=s_bias), config.block_k)
     constexprs = dict(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_SIZE_M=config.group_size_m,
         NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs, EVEN_K=K % config.block_k == 0,
         HAS_BIAS=has_bias, QUANTIZED=a.dtype == torch.int8, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t),
         B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1,
-        FLATTEN=flatten, num_warps=config.num_warps)
+        FLATTEN=flatten, WIDE=wide, num_warps=config.num_warps)
     return _LaunchPlan(config, shrunk_key, None, (num_sms if sk else min(num_sms, tiles),), constexprs)
 
 
@@ -851,7 +1041,9 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
             sk_tiles=None, sk_programs=None):
     """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_tiles``/``sk_programs``
     force a choice (studies)."""
-    plan = _plan_for(a, b, c, config, mode, bias is not None, tma, flatten, sk_tiles, sk_programs)
+    vectors = (None if bias is None else bias.stride(0), None if a_scale is None else a_scale.stride(0),
+               None if b_scale is None else b_scale.stride(0))
+    plan = _plan_for(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_programs)
     if plan.tail is not None:
         return _launch_tail(a, b, c, config, plan.tail, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
                             flatten=flatten)
@@ -875,7 +1067,7 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
                 A, B, C, a_scale if quantized else dummy, b_scale if quantized else dummy,
                 bias if bias is not None else dummy, partials, flags,
                 a.shape[0], b.shape[1], a.shape[1], *a.stride(), *b.stride(), *c.stride(),
-                bias.stride(0) if bias is not None else 1,
+                vectors[0] or 1, vectors[1] or 1, vectors[2] or 1,
                 num_stages=config.num_stages, **k)
             return c
         except triton.runtime.errors.OutOfResources as e:
@@ -980,22 +1172,41 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
         if runtime.INTERPRET and bias.dtype == torch.bfloat16:
             raise TypeError("bias is bfloat16, which Triton's CPU interpreter cannot add: use bias.float()")
     if out_dtype not in _OUT_DTYPES:
+        if not isinstance(out_dtype, torch.dtype):
+            raise TypeError(f"out_dtype={out_dtype!r} is a {type(out_dtype).__name__}, not a torch.dtype: pass "
+                            "torch.float16, torch.bfloat16 or torch.float32")
         raise TypeError(f"out_dtype={out_dtype}: pass torch.float16, torch.bfloat16 or torch.float32")
     if runtime.INTERPRET and out_dtype == torch.bfloat16:
         raise TypeError("out_dtype=torch.bfloat16 does not work under Triton's CPU interpreter: "
                         "pass out_dtype=torch.float16 or torch.float32 on the CPU")
     if out is not None:
         _check_out(out, M, N, out_dtype, a.device)
+    _check_no_grad((("bias", bias), ("out", out)) + tuple(scales.items()))
+    if bias is not None and (bias.is_neg() or bias.is_conj()):
+        bias = bias.resolve_conj().resolve_neg()
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
+    if out is not None and M and N:
+        _check_no_overlap(out, (("a", a), ("b", b), ("bias", bias)) + tuple(scales.items()))
+    if not (M and N and K):  # an empty product: nothing to read, and for K = 0, C = 0 (+ bias), as torch.mm
+        if M and N:
+            if bias is None:
+                c.zero_()
+            else:
+                c.copy_(bias.expand(M, N))
+        return c
     copy_a, copy_b, copy_c = (False,) * 3 if runtime.INTERPRET else aligned_copies_for(a, b, c)
     if copy_a:
         a = aligned_copy(a)
     if copy_b:
         b = aligned_copy(b)
     work = aligned_copy(c, fill=False) if copy_c else c
+    if c.is_neg():  # a lazily negated out (torch._neg_view): its raw memory holds -C; copy_ resolves it
+        work = torch.empty((M, N), device=a.device, dtype=out_dtype)
     gluon_choice = _gluon_choice(a, b, work, mode, config, autotune)
     if gluon_choice is not None:
         tile, swap = gluon_choice
+        if bias is not None and bias.stride(0) != 1:  # the Gluon kernel reads a contiguous bias
+            bias = bias.contiguous()
         gluon_gemm.matmul_wide(a, b, work, bias, swap, _num_sms(), tile=tile)
     else:
         if autotune and config is None and not runtime.INTERPRET:
@@ -1026,6 +1237,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     ``autotune=True`` times a few configs on the GPU once per shape and keeps the fastest.
     ``out``: write into this (M, N) tensor instead of a new one.
 
+    Edges (the same for :func:`matmul_int8`): an ``out`` that shares memory with ``a``, ``b``,
+    ``bias`` or a scale, or whose own elements share a location, is refused with a ValueError, as
+    torch refuses such ``out=`` arguments, rather than computed through a hidden temporary (see
+    ``_check_no_overlap``). K = 0 gives zeros (+ bias) and M = 0 or N = 0 an empty result, as
+    ``torch.mm``. Lazy negation views (``torch._neg_view``) are resolved before the raw memory is
+    read. There is no backward: in grad mode, inputs that require grad are refused (call it under
+    ``torch.no_grad()``). Operands whose element offsets reach 2^31 run with 64-bit offsets
+    (``_wide_strides``); dimensions must stay below 2^31. Stream-K launches on different CUDA
+    streams each get their own workspace (``_workspace``), so they may run at the same time.
+
         >>> a = torch.randn(64, 32, dtype=torch.float16, device=runtime.DEVICE)
         >>> b = torch.randn(32, 48, dtype=torch.float16, device=runtime.DEVICE)
         >>> matmul(a, b).shape
@@ -1035,6 +1256,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     _check_dtype(a.dtype)
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
+    a, b = _plain_inputs(a, b)
     if out_dtype is None:
         out_dtype = torch.bfloat16 if a.dtype in _FP8 else a.dtype
     return _run(a, b, out_dtype, mode, config, autotune, out, bias=bias)
@@ -1073,4 +1295,7 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
                         "for unscaled int8 products pass torch.ones(M) and torch.ones(N)")
     _check_vector("a_scale", a_scale, M, "M", (torch.float32,), a.device)
     _check_vector("b_scale", b_scale, N, "N", (torch.float32,), a.device)
+    a, b = _plain_inputs(a, b)
+    if a_scale.is_neg() or b_scale.is_neg():
+        a_scale, b_scale = a_scale.resolve_neg(), b_scale.resolve_neg()
     return _run(a, b, out_dtype, mode, config, autotune, out, a_scale=a_scale, b_scale=b_scale, bias=bias)

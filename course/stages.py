@@ -168,6 +168,50 @@ def _tensor(value, _semantic):
     return _semantic.to_tensor(value)
 
 
+def _describe(value):
+    if isinstance(value, tl.constexpr):
+        value = value.value
+    if isinstance(value, tl.tensor):
+        return f"a {value.dtype} value"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _check_view_args(view, pointers, integers):
+    """Host-side misuse a view can see when it is built (compile time; no cost in the kernel):
+    a pointer argument that is no pointer (``a.data_ptr()`` or a number passed for the tensor),
+    a size or stride that is no integer (a float passed from the host)."""
+    for name, value in pointers:
+        if not (isinstance(value, tl.tensor) and value.dtype.is_ptr()):
+            raise TypeError(f"{view}: {name} must be a pointer (pass the torch tensor itself to the kernel, not "
+                            f"t.data_ptr() or a number), got {_describe(value)}")
+    for name, value in integers:
+        raw = value.value if isinstance(value, tl.constexpr) else value
+        ok = isinstance(raw, int) or (isinstance(raw, tl.tensor) and raw.dtype.is_int() and not raw.type.is_block())
+        if not ok:
+            raise TypeError(f"{view}: {name} must be an integer (a size or a stride in elements), "
+                            f"got {_describe(value)}")
+
+
+@triton.jit
+def _check_k(A, B, K, block_k: tl.constexpr, even_k: tl.constexpr):
+    # Promises a kernel author makes, checked where they are cheap to see: A and B agree on K, and
+    # even_k=True (no masks in the K loop) really has K % block_k == 0; broken, the K tail would be
+    # dropped (or, with K < block_k, C would be zero) without a word. Under the interpreter the
+    # check always runs; compiled it is a device assertion, active in debug mode (TRITON_DEBUG=1 or
+    # kernel[grid](..., debug=True)) and free otherwise.
+    if _IN_INTERPRETER:
+        tl.static_assert(B.rows == K, "stages: A has K columns but B has a different number of rows: "
+                                      "build both views with the same K")
+        if even_k:
+            tl.static_assert(K % block_k == 0, "stages: GemmContext(even_k=True) promises K % block_k == 0, but K "
+                                               "is not a multiple of block_k (the K tail would be dropped): pass "
+                                               "even_k=False, e.g. EVEN_K = K % BLOCK_K == 0 from the host")
+    else:
+        tl.device_assert(B.rows == K, "stages: A has K columns but B has a different number of rows")
+        if even_k:
+            tl.device_assert(K % block_k == 0, "stages: GemmContext(even_k=True) but K % block_k != 0")
+
+
 def _check_positive(name, value, power_of_two=False):
     value = value.value if isinstance(value, tl.constexpr) else value
     if not isinstance(value, int) or value < 1:
@@ -347,6 +391,7 @@ class GemmContext:
         ``acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, tl.cdiv(K, BLOCK_K))``.
         """
         K = A.cols
+        _check_k(A, B, K, self.block_k, self.even_k)
         rm, rn, _ = out_tile.layout(A.rows, B.cols)
         rk = k_begin * self.block_k + tl.arange(0, self.block_k)
         a_ptrs = A.ptr + rm[:, None] * A.stride_row + rk[None, :] * A.stride_col
@@ -688,6 +733,8 @@ class InputView:
     stride_col: tl.tensor
 
     def __init__(self, ptr, rows, cols, stride_row, stride_col, _semantic=None):
+        _check_view_args(type(self).__name__, (("ptr", ptr),), (("rows", rows), ("cols", cols),
+                                                                ("stride_row", stride_row), ("stride_col", stride_col)))
         self.ptr = _tensor(ptr, _semantic)
         self.rows = _tensor(rows, _semantic)
         self.cols = _tensor(cols, _semantic)
@@ -729,6 +776,8 @@ class OutputView:
     stride_col: tl.tensor
 
     def __init__(self, ptr, rows, cols, stride_row, stride_col, _semantic=None):
+        _check_view_args(type(self).__name__, (("ptr", ptr),), (("rows", rows), ("cols", cols),
+                                                                ("stride_row", stride_row), ("stride_col", stride_col)))
         self.ptr = _tensor(ptr, _semantic)
         self.rows = _tensor(rows, _semantic)
         self.cols = _tensor(cols, _semantic)
@@ -781,6 +830,8 @@ class ScaleView:
     stride_b: tl.tensor
 
     def __init__(self, a_scale_ptr, b_scale_ptr, M, N, stride_a, stride_b, _semantic=None):
+        _check_view_args("ScaleView", (("a_scale_ptr", a_scale_ptr), ("b_scale_ptr", b_scale_ptr)),
+                         (("M", M), ("N", N), ("stride_a", stride_a), ("stride_b", stride_b)))
         self.a_scale_ptr = _tensor(a_scale_ptr, _semantic)
         self.b_scale_ptr = _tensor(b_scale_ptr, _semantic)
         self.M = _tensor(M, _semantic)
@@ -815,6 +866,7 @@ class BiasView:
     stride: tl.tensor
 
     def __init__(self, ptr, N, stride, _semantic=None):
+        _check_view_args("BiasView", (("ptr", ptr),), (("N", N), ("stride", stride)))
         self.ptr = _tensor(ptr, _semantic)
         self.N = _tensor(N, _semantic)
         self.stride = _tensor(stride, _semantic)

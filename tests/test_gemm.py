@@ -591,6 +591,16 @@ needs_gluon = pytest.mark.skipif(INTERPRET or not gemm._gluon_here(), reason="th
 
 @needs_gluon
 @pytest.mark.gpu
+def test_gluon_kernel_reads_a_strided_bias():
+    # the Gluon kernel reads bias[col] with a unit stride: a strided bias is made contiguous first
+    M, N, K = 601, 1000, 136
+    a, b = _randn(M, K), _randn(K, N)
+    bias = _randn(3 * N, dtype=torch.float32)[::3]
+    check("gluon, bias with stride 3", matmul(a, b, bias=bias, mode="gluon"), _reference(a, b, bias))
+
+
+@needs_gluon
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("b_layout", ["kmajor", "row"])
 @pytest.mark.parametrize("swap", [False, True], ids=["rows_along_M", "rows_along_N"])
@@ -638,6 +648,216 @@ def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
     check(f"auto (gluon fallback) {M}x{N}x{K}", out, _reference(a, b))
 
 
+# --- issue 23: edges that gave wrong answers without an error, or a crash ------------------------
+
+def _int8_reference(a, b, a_scale, b_scale, bias=None):
+    ref = (a.cpu().long() @ b.cpu().long()).double() * a_scale.cpu().double()[:, None] \
+        * b_scale.cpu().double()[None, :]
+    return ref if bias is None else ref + bias.cpu().double()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_int8_scales_and_bias_with_strides(mode):
+    # the kernel once built its scale view with unit strides: a_scale=s[::2] read s[0], s[1], ...
+    M, N, K = pick(cpu=(33, 29, 40), gpu=(700, 500, 300))
+    a, b, _, _, _, _ = _int8_case(M, N, K)
+    a_scale = (torch.rand(2 * M, device=DEVICE) / 64 + 1e-3)[::2]
+    b_scale = (torch.rand(3 * N, device=DEVICE) / 64 + 1e-3)[::3]
+    bias = torch.randn(4 * N, device=DEVICE)[1::4]
+    out = poisoned((M, N), torch.float32, DEVICE)
+    matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode=mode, out=out)
+    check(f"int8, scales with strides 2 and 3, bias with stride 4 ({mode})", out,
+          _int8_reference(a, b, a_scale, b_scale, bias))
+
+
+def _overlap_cases():
+    """(name, call, error regex or None for "computes the right product")."""
+    n = pick(cpu=24, gpu=256)
+    sq = lambda: _randn(n, n, dtype=torch.float32)  # noqa: E731
+    cases = []
+    x = sq()
+    cases.append(("out is a", lambda: matmul(x, sq(), out=x), r"out and a share memory"))
+    y = sq()
+    cases.append(("out is b", lambda: matmul(sq(), y, out=y), r"out and b share memory"))
+    big = _randn(2 * n, n, dtype=torch.float32)
+    cases.append(("out overlaps a in part", lambda: matmul(big[:n], sq(), out=big[n // 2:n // 2 + n]),
+                  r"out and a share memory"))
+    rows = torch.empty(2 * n, device=DEVICE).as_strided((n, n), (1, 1))  # row i starts at element i
+    cases.append(("out overlaps itself", lambda: matmul(sq(), sq(), out=rows), r"out .* share one memory location"))
+    odd = torch.empty(64, device=DEVICE).as_strided((4, 4), (2, 3))  # (3, 0) and (0, 2) are both element 6
+    cases.append(("out overlaps itself, odd strides", lambda: matmul(_randn(4, 8, dtype=torch.float32),
+                                                                      _randn(8, 4, dtype=torch.float32), out=odd),
+                  r"out .* share one memory location"))
+    z = sq()
+    cases.append(("bias is a row of out", lambda: matmul(sq(), sq(), bias=z[0], out=z), r"out and bias share memory"))
+    M, N, K = 24, 16, 32
+    c = poisoned((M, N), torch.float32, DEVICE)
+    a8, b8 = torch.ones(M, K, dtype=torch.int8, device=DEVICE), torch.ones(K, N, dtype=torch.int8, device=DEVICE)
+    cases.append(("a_scale is a column of out", lambda: matmul_int8(a8, b8, c[:, 0], _ones(N), out_dtype=torch.float32,
+                                                                    out=c), r"out and a_scale share memory"))
+    cases.append(("b_scale is a row of out", lambda: matmul_int8(a8, b8, _ones(M), c[0], out_dtype=torch.float32,
+                                                                 out=c), r"out and b_scale share memory"))
+    return cases
+
+
+@pytest.mark.parametrize("name,call,message", _overlap_cases(), ids=[c[0] for c in _overlap_cases()])
+def test_output_that_overlaps_an_input_or_itself_is_refused(name, call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_interleaved_views_of_one_buffer_are_not_overlaps():
+    # rows 0, 2, 4... are a, rows 1, 3, 5... the output; an odd-strided output whose elements are distinct
+    M, N, K = pick(cpu=(12, 12, 12), gpu=(300, 300, 300))
+    buf = _randn(2 * M, K, dtype=torch.float32)
+    a, out = buf[0::2], buf[1::2]
+    a_before = a.clone()
+    b = _randn(K, N, dtype=torch.float32)
+    out.fill_(float("nan"))
+    matmul(a, b, out=out)
+    check("out interleaved with a", out, _reference(a_before, b))
+    assert torch.equal(a, a_before)
+    odd = poisoned((16,), torch.float32, DEVICE).as_strided((3, 3), (3, 2))  # offsets 0, 2, 4, 3, 5, 7, 6, 8, 10
+    a, b = _randn(3, 5, dtype=torch.float32), _randn(5, 3, dtype=torch.float32)
+    matmul(a, b, out=odd)
+    check("odd strides, distinct elements", odd, _reference(a, b))
+
+
+def test_lazy_negation_views_are_resolved():
+    M, N, K = pick(cpu=(20, 18, 24), gpu=(300, 200, 100))
+    a, b, bias = _randn(M, K), _randn(K, N), _randn(N, dtype=torch.float32)
+    ref = _reference(a, b, bias)
+    check("-a @ b", matmul(torch._neg_view(a), b, bias=-bias), -ref)
+    check("a @ -b", matmul(a, torch._neg_view(b), bias=-bias), -ref)
+    check("a @ b - bias", matmul(a, b, bias=torch._neg_view(bias)), _reference(a, b, -bias))
+    out = torch._neg_view(poisoned((M, N), torch.float16, DEVICE))
+    matmul(a, b, bias=bias, out=out)
+    check("into a negated out", out, ref)
+    a8, b8, sa, sb, bias8, ref8 = _int8_case(M, N, K)
+    check("int8, negated a and a_scale", matmul_int8(torch._neg_view(a8), b8, torch._neg_view(sa), sb, bias8,
+                                                     out_dtype=torch.float32), ref8)
+
+
+@pytest.mark.parametrize("shape", [(5, 6, 0), (0, 6, 5), (5, 0, 5), (0, 0, 0)], ids=lambda s: "x".join(map(str, s)))
+def test_empty_products_are_what_torch_gives(shape):
+    # K = 0: C = 0 (+ bias), as torch.mm / torch.addmm; M = 0 or N = 0: an empty C
+    M, N, K = shape
+    a, b = _randn(M, K), _randn(K, N)
+    check("empty product", matmul(a, b), _reference(a, b))
+    bias = _randn(N, dtype=torch.float32)
+    out = poisoned((M, N), torch.float32, DEVICE)
+    assert matmul(a, b, bias=bias, out_dtype=torch.float32, out=out) is out
+    check("empty product + bias", out, _reference(a, b, bias))
+    a8, b8 = torch.ones(M, K, dtype=torch.int8, device=DEVICE), torch.ones(K, N, dtype=torch.int8, device=DEVICE)
+    check("empty int8 product", matmul_int8(a8, b8, _ones(M), _ones(N), bias, out_dtype=torch.float32),
+          _int8_reference(a8, b8, _ones(M), _ones(N), bias))
+
+
+def test_inputs_that_require_grad_work_under_no_grad():
+    M, N, K = pick(cpu=(17, 16, 15), gpu=(300, 200, 100))
+    a = _randn(M, K, dtype=torch.float32).requires_grad_()
+    b = _randn(K, N, dtype=torch.float32).requires_grad_()
+    with pytest.raises(RuntimeError, match=r"a requires grad"):
+        matmul(a, b)
+    with torch.no_grad():
+        out = matmul(a, b)
+    assert not out.requires_grad
+    check("requires_grad inputs under no_grad", out, _reference(a, b))
+
+
+def _far_apart(rows, cols, dtype, gap, *, transposed=False):
+    """A (rows, cols) matrix whose rows (columns when ``transposed``) start ``gap`` elements apart,
+    filled with small random values; the untouched memory between them is never written (on a CPU
+    it costs no RAM). Its largest element offset, about ``gap * rows``, reaches past 2^31."""
+    lines, length = (cols, rows) if transposed else (rows, cols)
+    storage = torch.empty((lines - 1) * gap + length, dtype=dtype, device=DEVICE)
+    t = storage.as_strided((rows, cols), (1, gap) if transposed else (gap, 1))
+    if dtype == torch.int8:
+        t.copy_(torch.randint(-8, 8, (rows, cols), dtype=torch.int8))
+    else:
+        t.copy_(torch.randn(rows, cols).to(dtype))
+    return t
+
+
+def test_wide_strides_only_where_offsets_reach_2_31():
+    s = dict(am=64, ak=1, bk=32, bn=1, cm=32, cn=1, sa=1, sb=1, bias=1)
+    assert gemm._wide_strides(100, 32, 64, s, 16) == 0
+    assert gemm._wide_strides(3, 5, 20, dict(s, am=2**30), 16) == 1  # A's rows 2^30 apart: stride_am
+    assert gemm._wide_strides(3, 5, 20, dict(s, bk=1, bn=2**30), 16) == 8  # K-major B, columns far apart
+    assert gemm._wide_strides(3, 5, 20, dict(s, cm=2**30), 16) == 16
+    assert gemm._wide_strides(3, 5, 20, dict(s, sa=2**30, sb=2**30, bias=2**30), 16) == 64 | 128 | 256
+    # the masked K step past K - 1 counts: 2^31 - 1 is reached only with the padding
+    assert gemm._wide_strides(3, 5, 2**20 - 1000, dict(s, ak=2**11, am=1), 16) == 2
+
+
+_GAP = 2**30  # elements between rows: 2 rows reach offset 2^31
+
+
+@pytest.mark.parametrize("operand", ["a", "b", "out", "int8"])
+def test_offsets_past_2_31_are_read_and_written_right(operand):
+    # row * stride once overflowed int32 in the K loop and the epilogue: a segfault under the
+    # interpreter, a read far outside the tensor compiled. Pointer loads and stores here (tma=False);
+    # CPU storage is only reserved, never touched but for the rows used.
+    M, N, K = 3, 20, 24
+    cfg = Config(16, 16, 16, num_warps=4, num_stages=2, tma=False, tma_store=False)
+    if operand == "int8":
+        a = _far_apart(M, K, torch.int8, _GAP)
+        b = torch.randint(-8, 8, (K, N), dtype=torch.int8, device=DEVICE)
+        sa = _far_apart(1, M, torch.float32, _GAP)[0]  # a_scale with stride 2^30
+        sb = torch.rand(N, device=DEVICE) + 0.5
+        out = matmul_int8(a, b, sa, sb, out_dtype=torch.float32, config=Config(16, 16, 32, tma=False, tma_store=False))
+        check("int8 a and a_scale with offsets past 2^31", out, _int8_reference(a, b, sa, sb))
+        return
+    a = _far_apart(M, K, torch.float16, _GAP) if operand == "a" else _randn(M, K)
+    b = _far_apart(K, N, torch.float16, _GAP // 8, transposed=True) if operand == "b" else _randn(K, N)
+    bias = _far_apart(1, N, torch.float16, _GAP // 8)[0] if operand == "b" else None  # bias with stride 2^27
+    if operand == "out":
+        out = _far_apart(M, N, torch.float16, _GAP)
+        out.fill_(float("nan"))
+    else:
+        out = poisoned((M, N), torch.float16, DEVICE)
+    for mode in ("persistent", "streamk"):
+        matmul(a, b, bias=bias, mode=mode, config=cfg, out=out)
+        check(f"{operand} with offsets past 2^31 ({mode})", out, _reference(a, b, bias))
+        if operand != "out":
+            break
+
+
+@gpu
+@pytest.mark.gpu
+def test_offsets_past_2_31_through_tma():
+    # the same operands where TMA reads them (64-bit descriptors), and a decode-sized pointer config
+    M, N, K = 3, 64, 256
+    a = _far_apart(M, K, torch.float16, _GAP)
+    b = _randn(N, K).T
+    check("a far apart, TMA", matmul(a, b), _reference(a, b))
+    check("a far apart, pointer decode tiles", matmul(a, b, config=Config(16, 64, 256, tma=False, tma_store=False)),
+          _reference(a, b))
+
+
+@gpu
+@pytest.mark.gpu
+def test_streamk_launches_on_two_streams_at_once():
+    # Stream-K's partial tiles and flags were one workspace per device: two streams' launches wrote
+    # each other's partials, or waited forever on a flag the other launch had cleared
+    M, N, K = 512, 512, 4096
+    cfg = Config(64, 64, 64, num_warps=4, num_stages=3)
+    assert gemm.streamk_tiles_for(M, N, cfg) == 64, "every tile shared: the fix-up is exercised"
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    inputs = [(_randn(M, K), _randn(K, N)) for _ in streams]
+    outs = [[poisoned((M, N), torch.float16, DEVICE) for _ in range(12)] for _ in streams]
+    torch.cuda.synchronize()
+    for r in range(12):
+        for s, (a, b), o in zip(streams, inputs, outs):
+            with torch.cuda.stream(s):
+                matmul(a, b, mode="streamk", config=cfg, out=o[r])
+    torch.cuda.synchronize()
+    for (a, b), o in zip(inputs, outs):
+        ref = _reference(a, b)
+        for r, out in enumerate(o):
+            check(f"stream-K launch {r} on its own stream", out, ref)
+
+
 # --- errors -------------------------------------------------------------------------------------
 
 def _f16(*shape):
@@ -660,8 +880,10 @@ ERRORS = [
      ValueError, r"b is on meta"),
     ("not 2-D", lambda: matmul(_f16(2, 4, 5), _f16(5, 6)), ValueError, r"a must be a 2-D matrix.*3-D"),
     ("1-D", lambda: matmul(_f16(4, 5), _f16(5)), ValueError, r"b must be a 2-D matrix"),
-    ("empty", lambda: matmul(_f16(0, 5), _f16(5, 6)), ValueError, r"a is empty.*at least 1"),
-    ("empty K", lambda: matmul(_f16(4, 0), _f16(0, 6)), ValueError, r"a is empty"),
+    ("sparse a", lambda: matmul(_f16(4, 5).to_sparse(), _f16(5, 6)), TypeError,
+     r"a is a sparse_coo tensor.*a.to_dense\(\)"),
+    ("dimension of 2^31", lambda: matmul(torch.empty(2**31, 1, dtype=torch.float16, device="meta"), _f16(1, 6)),
+     ValueError, r"a has shape \(2147483648, 1\): each dimension must be below 2\^31"),
     ("zero stride", lambda: matmul(_f16(1, 5).expand(4, 5), _f16(5, 6)), ValueError,
      r"a has stride 0 in dimension 0.*contiguous"),
     ("not a tensor", lambda: matmul([[1.0]], _f16(1, 1)), TypeError, r"a must be a torch.Tensor"),
@@ -683,6 +905,23 @@ ERRORS = [
     ("out_dtype", lambda: matmul(_f16(4, 5), _f16(5, 6), out_dtype=torch.int32), TypeError, r"out_dtype=torch.int32"),
     ("config type", lambda: matmul(_f16(4, 5), _f16(5, 6), config=(16, 16, 16)), TypeError, r"config must be"),
     ("config block", lambda: Config(24, 16, 16), ValueError, r"block_m=24.*power of two"),
+    ("config bool block", lambda: matmul(_f16(4, 5), _f16(5, 6), config=Config(block_m=True, block_n=16, block_k=16)),
+     ValueError, r"Config.block_m=True: pass a power of two"),
+    ("config num_warps", lambda: Config(16, 16, 16, num_warps=3), ValueError, r"num_warps=3: pass a power of two"),
+    ("config store_halves", lambda: Config(16, 16, 16, store_halves=3), ValueError, r"store_halves=3: pass 1 or 2"),
+    ("config tma", lambda: Config(16, 16, 16, tma="yes"), ValueError, r"Config.tma='yes': pass True, False or None"),
+    ("config tile too big", lambda: Config(2048, 16, 1024), ValueError, r"block_m x Config.block_k = 2048 x 1024"),
+    ("config dict key", lambda: matmul(_f16(4, 5), _f16(5, 6), config=dict(bm=16, block_n=16, block_k=16)),
+     TypeError, r"config has unknown field\(s\) 'bm'"),
+    ("out_dtype string", lambda: matmul(_f16(4, 5), _f16(5, 6), out_dtype="float32"), TypeError,
+     r"out_dtype='float32' is a str, not a torch.dtype"),
+    ("requires_grad a", lambda: matmul(_f16(4, 5).float().requires_grad_(), _f16(5, 6).float()), RuntimeError,
+     r"a requires grad, but matmul is a forward-only kernel.*torch.no_grad\(\).*a.detach\(\)"),
+    ("requires_grad bias", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(6).requires_grad_()), RuntimeError,
+     r"bias requires grad"),
+    ("requires_grad scale", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(4).requires_grad_(), _ones(6),
+                                                      out_dtype=torch.float32),
+     RuntimeError, r"a_scale requires grad"),
     ("int8 without scales", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), None, None), TypeError,
      r"needs a_scale.*b_scale"),
     ("a_scale length", lambda: matmul_int8(_i8(4, 5), _i8(5, 6), _ones(5), _ones(6)), ValueError,

@@ -403,6 +403,58 @@ def test_bad_block_size_is_named():
     assert "block_m=48 is not a power of two" in error_text(excinfo.value)
 
 
+interpreter_only = pytest.mark.skipif(not INTERPRET, reason="compiled, the check is a device assertion that "
+                                      "only debug mode (TRITON_DEBUG=1) arms, and a failed one ends the CUDA context")
+
+
+@interpreter_only
+@pytest.mark.parametrize("per_step", [False, True])
+def test_even_k_with_a_ragged_k_is_caught(per_step):
+    # even_k=True promises K % block_k == 0; broken, the K tail was dropped (K > block_k) or C was
+    # all zeros (K < block_k) without a word
+    for K in (BK + 3, BK - 5):
+        a, b = rand((20, K), torch.float32), rand((K, 18), torch.float32)
+        c = poisoned((20, 18), torch.float32, DEVICE)
+        with pytest.raises(Exception) as excinfo:
+            run_matmul(a, b, c, even_k=True)
+        assert "GemmContext(even_k=True) promises K % block_k == 0" in error_text(excinfo.value)
+
+
+@triton.jit
+def two_k_kernel(A, B, C, M, N, K_A, K_B, BLOCK: tl.constexpr):
+    tensorA = make_input_view(A, M, K_A, K_A, 1)
+    tensorB = make_input_view(B, K_B, N, N, 1)
+    tensorC = make_output_view(C, M, N, N, 1)
+    ctx = GemmContext(BLOCK, BLOCK, BLOCK, 1, even_k=False)
+    out_tile = Tile(0, 0, BLOCK, BLOCK)
+    tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)
+
+
+@interpreter_only
+def test_views_that_disagree_on_k_are_caught():
+    a, b = rand((16, 20), torch.float32), rand((24, 16), torch.float32)
+    c = poisoned((16, 16), torch.float32, DEVICE)
+    with pytest.raises(Exception) as excinfo:
+        two_k_kernel[(1,)](a, b, c, 16, 16, 20, 24, 16)
+    assert "A has K columns but B has a different number of rows" in error_text(excinfo.value)
+    two_k_kernel[(1,)](a, b[:20].contiguous(), c, 16, 16, 20, 20, 16)
+    check("same K", c, ref_matmul(a, b[:20]))
+
+
+@pytest.mark.parametrize("bad", ["data_ptr", "float stride"])
+def test_factory_misuse_is_named(bad):
+    a = rand((16, 16), torch.float32)
+    c = poisoned((16, 16), torch.float32, DEVICE)
+    with pytest.raises(Exception) as excinfo:
+        if bad == "data_ptr":
+            two_k_kernel[(1,)](a.data_ptr(), a, c, 16, 16, 16, 16, 16)
+        else:
+            literal_unit_stride_kernel[(1,)](a, a, c, 16, 16, 16, 16.0, 16, 16, 16, 16, 16)
+    expected = ("InputView: ptr must be a pointer (pass the torch tensor itself" if bad == "data_ptr"
+                else "InputView: stride_row must be an integer")
+    assert expected in error_text(excinfo.value)
+
+
 # ----------------------------------------------------------------------------------------------
 # Tensor-descriptor (TMA) views, with descriptors built in the kernel or on the host (GPU only)
 # ----------------------------------------------------------------------------------------------
