@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import re
 import statistics
 from pathlib import Path
@@ -57,18 +58,18 @@ class Machine:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"Machine(name=...): pass the GPU's name as a non-empty str, got {self.name!r}")
-        if isinstance(self.sms, bool) or not isinstance(self.sms, int) or self.sms < 0:
+        if isinstance(self.sms, bool) or not isinstance(self.sms, numbers.Integral) or self.sms < 0:
             raise ValueError(f"Machine(sms={self.sms!r}): the SM count must be an int >= 0")
         for field in ("l2_mb", "bandwidth_gbs", "datasheet_bandwidth_gbs"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
                     or value < 0:
                 raise ValueError(f"Machine({field}={value!r}): pass a finite number >= 0")
         if not isinstance(self.peak_tflops, dict):
             raise TypeError(f"Machine(peak_tflops=...): pass a dict such as {{'bf16': 989.0}}, "
                             f"got {type(self.peak_tflops).__name__}")
         for key, value in self.peak_tflops.items():
-            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
+            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, numbers.Real) \
                     or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"Machine(peak_tflops={{{key!r}: {value!r}}}): peaks map a dtype name "
                                  "such as 'bf16' to TFLOP/s > 0")

@@ -18,6 +18,8 @@ meaningless as GPU speed.
 
 from __future__ import annotations
 
+import math
+import numbers
 import statistics
 import time
 from typing import Callable, Iterable
@@ -31,13 +33,13 @@ def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100, max_cpu
     ``warmup`` and ``rep`` are milliseconds of warm-up and timed runs on a GPU (as in
     ``do_bench``); under the interpreter, ``max_cpu_runs`` bounds the timed runs instead.
     """
-    if not callable(fn):
-        raise TypeError(f"bench(fn): fn must be a callable taking no arguments, got {type(fn).__name__}; "
-                        "wrap a call in a lambda: bench(lambda: add(x, y))")
+    _require_callable("bench", fn)
+    _require_number("bench", "warmup", warmup, positive=False)
+    _require_number("bench", "rep", rep, positive=False)
+    if isinstance(max_cpu_runs, bool) or not isinstance(max_cpu_runs, int) or max_cpu_runs < 1:
+        raise ValueError(f"bench(max_cpu_runs={max_cpu_runs!r}): pass an int, at least 1")
     if not runtime.INTERPRET:
         return _gpu_bench(fn, warmup, rep)
-    if max_cpu_runs < 1:
-        raise ValueError(f"bench(max_cpu_runs={max_cpu_runs}): pass at least 1")
     fn()  # warm-up: the interpreter's first call also builds the kernel
     times = []
     budget_s = max(rep, 1) / 1000 * 20  # the interpreter is slow: allow more wall time than on a GPU
@@ -92,6 +94,9 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
 def host_us(fn: Callable[[], object], calls: int = 200) -> float:
     """Host (CPU) time of one ``fn()`` call in microseconds: what the Python and the launch cost,
     with the GPU's work left queued (a GPU launch returns before the kernel runs)."""
+    _require_callable("host_us", fn)
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"host_us(calls={calls!r}): pass the number of timed calls as an int, at least 1")
     fn()
     if not runtime.INTERPRET:
         import torch
@@ -115,9 +120,28 @@ def progress(items: Iterable, desc: str | None = None, **kwargs):
 
 def gbps(bytes_moved: float, ms: float) -> float:
     """Bandwidth in GB/s of moving ``bytes_moved`` bytes in ``ms`` milliseconds."""
+    _require_number("gbps", "bytes_moved", bytes_moved, positive=False)
+    _require_number("gbps", "ms", ms, positive=True)
     return bytes_moved / (ms * 1e-3) / 1e9
 
 
 def tflops(flops: float, ms: float) -> float:
     """Throughput in TFLOP/s of ``flops`` operations in ``ms`` milliseconds."""
+    _require_number("tflops", "flops", flops, positive=False)
+    _require_number("tflops", "ms", ms, positive=True)
     return flops / (ms * 1e-3) / 1e12
+
+
+def _require_callable(where: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{where}(fn): fn must be a callable taking no arguments, got {type(fn).__name__}; "
+                        f"wrap a call in a lambda: {where}(lambda: add(x, y))")
+
+
+def _require_number(where: str, name: str, value, *, positive: bool) -> None:
+    """A finite real number, > 0 if ``positive`` else >= 0; a clear error naming ``name`` if not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where}({name}={value!r}): pass a number, not a {type(value).__name__}")
+    if not math.isfinite(value) or (value <= 0 if positive else value < 0):
+        raise ValueError(f"{where}({name}={value!r}): pass a finite number {'> 0' if positive else '>= 0'}"
+                         + (" (a time of 0 ms has no rate)" if positive else ""))

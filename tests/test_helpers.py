@@ -295,6 +295,72 @@ def test_poisoned_is_nan():
     assert torch.isnan(check.poisoned((3, 3), torch.float16)).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32,
+                                   torch.uint32, torch.int64, torch.uint64])
+def test_poisoned_integers_are_reported_unwritten_for_every_integer_dtype(dtype):
+    # Issue 23, item 8: int8 and uint8 got -1 / 255, which check() never recognised.
+    out = check.poisoned((2, 3), dtype)
+    out[0] = 1
+    with pytest.raises(AssertionError, match=r"3 of 6 elements were never written .*first at \(1, 0\)"):
+        check.check("ints", out, torch.ones(2, 3, dtype=torch.int64))
+    # the marker is a right answer where the reference holds it
+    same = check.poisoned((4,), dtype)
+    check.check("marker value", same, same.clone())
+
+
+def test_poisoned_refuses_bool_and_non_dtypes():
+    with pytest.raises(ValueError, match=r"poisoned\(dtype=torch.bool\): a bool output has no value"):
+        check.poisoned((2,), torch.bool)
+    with pytest.raises(TypeError, match=r"poisoned\(dtype=...\): pass a torch.dtype"):
+        check.poisoned((2,), "float16")
+    with pytest.raises(ValueError, match=r"poisoned\(shape=\(2, -1\)\)"):
+        check.poisoned((2, -1))
+    assert torch.isnan(check.poisoned(3, torch.complex64)).all()
+
+
+def test_check_compares_complex_outputs_in_both_parts(capsys):
+    z = torch.randn(16, dtype=torch.complex64)
+    check.check("complex", z.clone(), z.to(torch.complex128))
+    assert capsys.readouterr().out == "✓ complex: relative error below 2e-03 (complex64)\n"
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):  # was accepted: imaginary part dropped
+        check.check("conjugated", z.conj().resolve_conj(), z.to(torch.complex128))
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):
+        check.check("real part only", z.real.clone(), z.to(torch.complex128))
+    assert check.rel_error(z.conj(), z) > 1
+
+
+def test_check_accepts_matching_nan_and_inf_and_refuses_the_rest(capsys):
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 2.0], dtype=torch.float64)
+    check.check("non-finite", ref.float(), ref)  # failed before: NaN and inf - inf
+    assert capsys.readouterr().out.startswith("✓ non-finite")
+    unwritten = ref.float()
+    unwritten[0] = float("nan")  # a NaN where the reference is finite: still unwritten
+    with pytest.raises(AssertionError, match=r"1 of 5 elements are NaN where the reference is not NaN \(first at \(0,\)\)"):
+        check.check("unwritten", unwritten, ref)
+    for position, value in ((1, 0.0), (2, -float("inf")), (3, 7.0), (4, float("inf"))):
+        out = ref.float()
+        out[position] = value
+        with pytest.raises(AssertionError, match=rf"infinite or NaN in one tensor .*first at \({position},\)"):
+            check.check("mismatch", out, ref)
+    wrong = ref.float()
+    wrong[4] = 3.0  # the finite elements are still measured
+    with pytest.raises(AssertionError, match=r"worst element at \(4,\): got 3.0, expected 2.0"):
+        check.check("finite part", wrong, ref)
+
+
+@pytest.mark.parametrize("tol, error, message", [
+    ("1e-3", TypeError, r"check\(tol='1e-3'\): pass the relative-error budget as a number"),
+    (float("nan"), ValueError, r"check\(tol=nan\): pass a finite relative-error budget >= 0"),
+    (-1e-3, ValueError, r"check\(tol=-0.001\)"),
+    (float("inf"), ValueError, r"check\(tol=inf\)"),
+    (True, TypeError, r"check\(tol=True\)"),
+])
+def test_check_rejects_a_bad_tolerance(tol, error, message):
+    x = torch.ones(3)
+    with pytest.raises(error, match=message):
+        check.check("tol", x + 1, x.double(), tol=tol)  # a wrong output: a NaN tol used to pass it
+
+
 # --- timing ------------------------------------------------------------------------------------
 
 def test_bench_returns_positive_milliseconds():
@@ -331,6 +397,22 @@ def test_bench_rejects_a_non_callable():
 def test_units():
     assert timing.gbps(2e9, 1000.0) == pytest.approx(2.0)
     assert timing.tflops(3e12, 1000.0) == pytest.approx(3.0)
+
+
+def test_rates_and_host_us_refuse_zero_with_a_clear_error():
+    # Issue 23, item 8: these divided by zero.
+    with pytest.raises(ValueError, match=r"gbps\(ms=0\): pass a finite number > 0"):
+        timing.gbps(1e9, 0)
+    with pytest.raises(ValueError, match=r"tflops\(ms=0.0\)"):
+        timing.tflops(1e12, 0.0)
+    with pytest.raises(ValueError, match=r"tflops\(ms=-1\)"):
+        timing.tflops(1e12, -1)
+    with pytest.raises(TypeError, match=r"gbps\(bytes_moved='1e9'\): pass a number"):
+        timing.gbps("1e9", 1.0)
+    with pytest.raises(ValueError, match=r"host_us\(calls=0\): pass the number of timed calls"):
+        timing.host_us(lambda: None, calls=0)
+    with pytest.raises(TypeError, match=r"host_us\(fn\): fn must be a callable"):
+        timing.host_us(None)
 
 
 def test_progress_yields_every_item():
