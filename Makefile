@@ -23,15 +23,18 @@ endif
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+# Extra JupyterLab flags: make lab LAB_ARGS="--no-browser --port 8888"
+LAB_ARGS ?=
 lab: venv
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/python -m course.lab $(LAB_ARGS)
 
+# --dist loadgroup keeps the browser test's notebooks on one worker (one JupyterLab server).
 test: venv
-	$(BIN)/python -m pytest -q -n $(JOBS) tests
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
 	$(MAKE) --no-print-directory test-notebooks
 
 test-unit: venv
-	$(BIN)/python -m pytest -q -n $(JOBS) tests
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
 
 # Every notebook under nbval: lax mode (only cells tagged nbval-check-output are compared),
 # one notebook per worker, outputs sanitized by tests/nbval_sanitize.cfg.

@@ -34,6 +34,9 @@ def guarded(n: int, *, dtype=torch.float32, device: str | None = None, guard: in
     """
     if n < 0 or guard < 0:
         raise ValueError(f"guarded(n={n}, guard={guard}): both must be >= 0")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"guarded(dtype={dtype!r}): pass a floating-point torch.dtype such as torch.float32 "
+                        "(unwritten elements are marked with NaN, which integers cannot hold)")
     device = device or runtime.DEVICE
     if fill is None:
         buffer = torch.full((n + guard,), float("nan"), dtype=dtype, device=device)
@@ -113,18 +116,24 @@ def series(rows: list[dict], labels, field: str = "gbps") -> dict:
     return {lb: ([r["n"] for r in rows], [r[f"{lb}_{field}"] for r in rows]) for lb in labels}
 
 
-def check_fraction(rows: list[dict], label: str, ceiling: float, *, at_least: float, min_n: int,
+def check_fraction(record, label: str, ceiling: float, *, at_least: float, min_n: int,
                    what: str = "the copy bandwidth") -> None:
-    """Print one line if ``label`` reaches ``at_least`` of ``ceiling`` GB/s at every size >= ``min_n``.
+    """Print one line if ``label`` reaches ``at_least`` of ``ceiling`` GB/s at every size >= ``min_n``
+    in ``record`` (a :class:`course.records.Record`, or its rows).
 
     Raises ``AssertionError`` naming the sizes that fall short. The line holds no measured number,
-    so it reads the same on every machine.
+    so it reads the same on every GPU; it starts with "recorded run:" when the numbers were not
+    measured in this run.
     """
+    rows = getattr(record, "rows", record)
+    recorded = not getattr(record, "measured_here", False)
+    where = "in the recorded GPU run, " if recorded else ""
     large = [r for r in rows if r["n"] >= min_n]
     if not large:
         raise ValueError(f"check_fraction: no row has n >= {min_n}")
     short = [r for r in large if r[f"{label}_gbps"] < at_least * ceiling]
     if short:
         detail = ", ".join(f"n=2^{r['n'].bit_length() - 1}: {r[f'{label}_gbps'] / ceiling:.0%}" for r in short)
-        raise AssertionError(f"✗ {label} falls below {at_least:.0%} of {what} at {detail}")
-    print(f"✓ {label} reaches at least {at_least:.0%} of {what} at every size from 2^{min_n.bit_length() - 1} up")
+        raise AssertionError(f"✗ {where}{label} falls below {at_least:.0%} of {what} at {detail}")
+    print(f"✓ {where}{label} reaches at least {at_least:.0%} of {what} at every size from "
+          f"2^{min_n.bit_length() - 1} up")

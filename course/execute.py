@@ -5,6 +5,8 @@
 
 Each notebook runs in a fresh ``python3`` kernel with ``notebooks/`` as its working directory;
 cells tagged ``raises-exception`` may raise, any other error stops that notebook and is reported.
+Progress bars are dropped from the saved outputs: a widget saved without its live state shows
+a frozen "0%" bar to whoever opens the file.
 """
 
 from __future__ import annotations
@@ -24,10 +26,22 @@ def execute(path: Path, out_dir: Path | None = None, timeout_s: int = 1800) -> P
     client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
+    _drop_progress_bars(nb)
     target = (out_dir / path.name) if out_dir else path
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
     return target
+
+
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _drop_progress_bars(nb) -> None:
+    """Remove widget outputs (tqdm's bars) and the widget state nbclient saves with them."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if _WIDGET not in o.get("data", {})]
+    nb.metadata.pop("widgets", None)
 
 
 def main(argv=None) -> int:

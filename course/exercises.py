@@ -1,107 +1,406 @@
-"""Automatic checks for the notebooks' exercises.
+"""The notebooks' exercises: checks that say what is wrong without giving the answer away.
 
-Each ``check_*`` function runs your code on fresh random inputs, prints one ``✓`` line when it is
-right, and otherwise raises ``AssertionError`` saying what went wrong and where to look, e.g.
-"your kernel left elements 1000..1023 of out unwritten: does the grid cover every element
-(triton.cdiv) and does the mask let the last block through?".
+Every exercise cell starts as a stub, a signature whose body is ``...``. The check at the bottom of
+the cell then prints one line and raises nothing, so a notebook still runs top to bottom::
 
-    >>> check_saxpy_cost(lambda n: (2 * n, 12 * n))
-    ✓ saxpy cost: 2n FLOPs and 12n bytes (intensity 1/6 FLOP per byte)
+    ✎ saxpy_cost: not attempted yet. Fill in the body of saxpy_cost above, then run the cell again.
+      Stuck? exercises.solution("saxpy_cost") in a new cell loads the reference solution.
+
+Once you write something, the check runs it on fresh inputs and prints either one ``✓`` line or
+one ``✗`` line that names what failed and hints at why (never the expected number or formula).
+A failing check prints; it does not raise, so there is no traceback to read through. The verdict
+is also kept: :func:`last` returns it (the tests read it), and :func:`yours_or_reference` hands
+later cells your function once it passed, the reference solution until then.
+
+The reference solutions live in :mod:`course.solutions`, one function per piece you write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import dis
+import inspect
+import io
+import math
+import numbers
 from fractions import Fraction
 from typing import Callable
 
 import torch
 
 from course import runtime
-from course.check import check
 from course.elementwise import describe_runs, guarded, overwritten_guard, unwritten
 
-# Odd sizes on purpose: 1 element, less than a block, a block and one more, not a multiple of 2.
-ELEMENTWISE_SIZES = (1, 100, 1000, 1025, 4099)
+__all__ = ["check_saxpy_cost", "check_axpy", "check_residual_relu_bytes", "check_residual_relu",
+           "solution", "last", "yours_or_reference", "Verdict"]
 
 
-# --- 00: counting FLOPs and bytes --------------------------------------------------------------
+# --- verdicts -----------------------------------------------------------------------------------
 
-def check_saxpy_cost(saxpy_cost: Callable[[int], tuple]) -> None:
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check: ``status`` is "passed", "failed" or "not attempted"."""
+
+    exercise: str
+    status: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def line(self) -> str:
+        mark = {"passed": "✓", "failed": "✗", "not attempted": "✎"}[self.status]
+        return f"{mark} {self.exercise}: {self.message}"
+
+
+class _Failed(Exception):
+    """Raised inside a check to end it with a ✗ line (caught by :func:`_exercise`)."""
+
+    def __init__(self, message: str, picture=None):
+        super().__init__(message)
+        self.picture = picture
+
+
+class _NotAttempted(Exception):
+    pass
+
+
+_VERDICTS: dict[str, Verdict] = {}
+_LAST: list[Verdict] = []
+
+
+def last() -> Verdict | None:
+    """The verdict of the check that ran last (None before any)."""
+    return _LAST[-1] if _LAST else None
+
+
+def _exercise(name: str, what_to_write: str):
+    """Turn a check body into an exercise check: stubs get the "not attempted" line, a ``_Failed``
+    gets one ✗ line (and its picture, if any), an error raised by the learner's own code is
+    reported in a few lines without the checker's frames, success gets the ✓ line."""
+
+    def wrap(body: Callable[..., str]):
+        def check(*args, **kwargs):
+            picture = None
+            try:
+                if any(_is_stub(a) for a in args):
+                    raise _NotAttempted
+                verdict = Verdict(name, "passed", body(*args, **kwargs))
+            except _NotAttempted:
+                verdict = Verdict(name, "not attempted",
+                                  f"not attempted yet. {what_to_write}, then run the cell again.\n"
+                                  f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
+            except _Failed as failure:
+                verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
+            _VERDICTS[name] = verdict
+            _LAST.append(verdict)
+            del _LAST[:-1]
+            print(verdict.line)
+            if picture is not None:
+                _show(picture)
+
+        check.__name__ = body.__name__
+        check.__doc__ = body.__doc__
+        check.__wrapped__ = body
+        return check
+
+    return wrap
+
+
+def _show(fig) -> None:
+    """Display a matplotlib figure once (in Jupyter) and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is not None:
+            display(fig)
+    finally:
+        plt.close(fig)
+
+
+def _is_stub(fn) -> bool:
+    """True for a function (or ``@triton.jit`` kernel) whose body is only ``...``, ``pass`` or a docstring."""
+    fn = getattr(fn, "fn", fn)  # a Triton kernel wraps the Python function
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
+    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
+def _user_error(what: str, err: BaseException) -> _Failed:
+    """A ✗ for an exception raised by the learner's code: its type and message, a few lines long."""
+    text = str(err).strip()
+    lines = text.splitlines()
+    if len(lines) > 12:
+        lines = lines[:12] + ["  …"]
+    body = "\n    ".join(lines) if lines else "(no message)"
+    return _Failed(f"{what} raised {type(err).__name__}:\n    {body}")
+
+
+def _callable(name: str, fn, params: tuple[str, ...]) -> None:
+    """Fail clearly when ``fn`` is not a function taking ``params``."""
+    if fn is None:
+        raise _Failed(f"got None instead of your function: pass {name} itself (no parentheses)")
+    if not callable(fn):
+        kind = type(fn).__name__
+        raise _Failed(f"got {'an' if kind[0] in 'aeiou' else 'a'} {kind} instead of a function: "
+                      f"pass {name} itself (no parentheses)")
+    if hasattr(fn, "run") and hasattr(fn, "fn"):  # a @triton.jit kernel
+        raise _Failed(f"got a Triton kernel: pass the Python function {name}({', '.join(params)}) that launches it")
+    try:
+        inspect.signature(fn).bind(*params)
+    except TypeError:
+        raise _Failed(f"{name} must take {len(params)} argument{'s' if len(params) > 1 else ''} "
+                      f"({', '.join(params)}); "
+                      f"yours takes {_describe_signature(fn)}") from None
+    except ValueError:  # builtins without a signature: let the call decide
+        pass
+
+
+def _describe_signature(fn) -> str:
+    try:
+        return f"({', '.join(inspect.signature(fn).parameters)})"
+    except (TypeError, ValueError):
+        return "other arguments"
+
+
+def solution(name: str) -> None:
+    """Load the reference solution of exercise ``name`` into the cell this is called from (in
+    Jupyter, as ``%load`` does: run the cell again to use it), or print it elsewhere."""
+    from course import solutions
+
+    if name not in solutions.EXERCISES:
+        raise ValueError(f"solution({name!r}): no exercise of that name; "
+                         f"the exercises are {', '.join(sorted(solutions.EXERCISES))}")
+    source = solutions.source(name)
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and hasattr(shell, "set_next_input"):
+        shell.set_next_input(source, replace=True)
+        print(f"The reference solution of {name} is now in this cell: run it again to use it.")
+    else:
+        print(source)
+
+
+def yours_or_reference(name: str, fn):
+    """``fn`` if the check of exercise ``name`` passed in this session, else the reference solution
+    (saying so), so the cells after an exercise run either way."""
+    from course import solutions
+
+    verdict = _VERDICTS.get(name)
+    if verdict is not None and verdict.passed:
+        return fn
+    print(f"(using the reference {name}: yours has not passed its check yet)")
+    return solutions.function(name)
+
+
+# --- 00: counting FLOPs and bytes ---------------------------------------------------------------
+
+def _per_element(name: str, fn, what: str, value, n: int):
+    """Check that ``value`` (one of the numbers ``fn(n)`` returned) is a real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _Failed(f"{name}({n}) gave {what} = {value!r}: return a number")
+    if not math.isfinite(value):
+        raise _Failed(f"{name}({n}) gave {what} = {value}: return a finite number")
+    return Fraction(value).limit_denominator(1000)
+
+
+def _linear(name: str, fn, what: str, pick=lambda r: r):
+    """``(slope, offset)`` of ``n -> pick(fn(n))``, sampled at several n, or a ✗ if it is not a
+    straight line through the samples."""
+    samples = {}
+    for n in (1000, 2000, 3 * 2**20, 1):
+        try:
+            result = fn(n)
+        except Exception as err:  # the learner's function raised
+            raise _user_error(f"{name}({n})", err) from None
+        samples[n] = _per_element(name, fn, what, pick(result), n)
+    slope = (samples[2000] - samples[1000]) / 1000
+    offset = samples[1000] - 1000 * slope
+    for n, value in samples.items():
+        if value != slope * n + offset:
+            raise _Failed(f"{what} does not grow in proportion to n (compare {name}(1000) with {name}(2000) "
+                          f"and {name}({n})): each element costs the same, so the count is a fixed amount times n")
+    return slope, offset
+
+
+def _pair(name: str, fn, n: int = 1000):
+    try:
+        result = fn(n)
+    except Exception as err:
+        raise _user_error(f"{name}({n})", err) from None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise _Failed(f"{name}({n}) returned {result!r}: return a pair, (flops, bytes_moved)")
+    return result
+
+
+def _constant_term(what: str, offset) -> None:
+    if offset:
+        raise _Failed(f"{what} has a part that does not grow with n ({offset} at every size): the scalar a is "
+                      "a kernel argument held in a register, not an array in memory; count only per-element work")
+
+
+@_exercise("saxpy_cost", "Fill in the body of saxpy_cost above: return (flops, bytes_moved)")
+def check_saxpy_cost(saxpy_cost: Callable[[int], tuple]) -> str:
     """Check ``saxpy_cost(n) -> (flops, bytes_moved)`` for ``y = a * x + y`` on ``n`` float32 values.
 
-    FLOPs: a multiply and an add per element. Bytes: the fewest a kernel must move through device
-    memory, each input read once and the output written once.
+    FLOPs: the arithmetic per element. Bytes: the fewest a kernel must move through device
+    memory, each input read once and each output written once.
     """
-    for n in (1, 1000, 3 * 2**20):
-        result = saxpy_cost(n)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise AssertionError(f"✗ saxpy_cost({n}) returned {result!r}: return a pair (flops, bytes_moved)")
-        flops, nbytes = result
-        if flops != 2 * n:
-            hint = ("count both the multiply and the add" if flops == n else
-                    "a * x + y is one multiply and one add per element, nothing more")
-            raise AssertionError(f"✗ saxpy_cost({n}) gives {flops} FLOPs, expected {2 * n}: {hint}")
-        if nbytes != 12 * n:
-            per = Fraction(nbytes, n) if n else nbytes
-            hints = {8: "you counted the two reads; y is also written back: 3 arrays of n values",
-                     16: "the scalar a lives in a register, and y is read once and written once: 3 arrays",
-                     3: "a float32 takes 4 bytes: count bytes, not elements",
-                     2: "a float32 takes 4 bytes, and y is written as well as read"}
-            hint = hints.get(per, "x is read, y is read, y is written: 3 arrays of n float32 values")
-            raise AssertionError(f"✗ saxpy_cost({n}) gives {nbytes} bytes ({per}n), expected {12 * n} (12n): {hint}")
-    print("✓ saxpy cost: 2n FLOPs and 12n bytes (intensity 1/6 FLOP per byte)")
+    _callable("saxpy_cost", saxpy_cost, ("n",))
+    _pair("saxpy_cost", saxpy_cost)
+    flops, flops_offset = _linear("saxpy_cost", saxpy_cost, "flops", lambda r: r[0])
+    _constant_term("flops", flops_offset)
+    hints = {1: "you counted one operation per element: a * x + y is a multiply and an add",
+             0: "flops is zero: count the arithmetic done on each element",
+             3: "a * x + y has one multiply and one add per element; nothing else is computed",
+             4: "that counts bytes, not operations: FLOPs are the multiplies and adds"}
+    if flops != 2:
+        raise _Failed(f"flops grows by {flops} per element: {hints.get(flops, hints[3])}")
+    nbytes, bytes_offset = _linear("saxpy_cost", saxpy_cost, "bytes_moved", lambda r: r[1])
+    _constant_term("bytes_moved", bytes_offset)
+    hints = {8: "you counted reading x and y, but y is also written back to memory",
+             4: "count every array the kernel reads or writes, not only x",
+             16: "y is read once and written once; the scalar a is not an array, and nothing else moves",
+             3: "that counts elements: each float32 takes 4 bytes",
+             2: "that counts elements, and misses the write of y: each float32 takes 4 bytes",
+             24: "a float32 takes 4 bytes, not 8",
+             6: "a float32 takes 4 bytes, not 2"}
+    if nbytes != 12:
+        hint = hints.get(nbytes, "which arrays does the kernel read, which does it write, and how many bytes "
+                                 "is one float32?")
+        raise _Failed(f"bytes_moved grows by {nbytes} per element: {hint}")
+    return "right: 2n FLOPs and 12n bytes, an intensity of 1/6 FLOP per byte"
 
 
 # --- 01 and 02: element-wise kernels ------------------------------------------------------------
 
-def _inputs(n: int, count: int, dtype) -> list[torch.Tensor]:
-    """``count`` random inputs of ``n`` elements, each a view into a longer buffer, so that an
-    unmasked load of the last block reads allocated memory instead of crashing the process."""
-    return [guarded(n, dtype=dtype, fill=torch.randn)[0] for _ in range(count)]
+# Odd sizes on purpose: not multiples of any power-of-two block, below one block, one element.
+ELEMENTWISE_SIZES = (1000, 4099, 1025, 100, 1)
 
 
-def _check_elementwise(name: str, call: Callable, reference: Callable, n_inputs: int, *,
-                       dtype=torch.float32, sizes=ELEMENTWISE_SIZES, shapes=None) -> None:
-    """Run ``call(*inputs, out)`` over odd sizes and compare with ``reference(*inputs)`` in float64.
+class launches(contextlib.AbstractContextManager):
+    """Record the Triton kernels launched inside the ``with`` block (compiled or interpreted)::
 
-    ``out`` is poisoned (NaN) and followed by NaN guard elements, so the check can tell
-    "never written" from "written past the end" from "wrong value".
+        with exercises.launches() as seen:
+            add(x, y)
+        seen.programs  # programs launched in all
     """
-    shapes = shapes or [(n,) for n in sizes]
-    for shape in shapes:
-        n = int(torch.Size(shape).numel())
-        inputs = [t.view(shape) for t in _inputs(n, n_inputs, dtype)]
-        before = [t.clone() for t in inputs]
-        out_flat, buffer = guarded(n, dtype=dtype)
-        out = out_flat.view(shape)
+
+    def __enter__(self):
+        from triton.runtime.jit import JITFunction
+
+        self.kernels: list[tuple[str, int]] = []
+        self.stubs: list[str] = []
+        self._patched = [JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._patched.append(InterpretedFunction)
+        except ImportError:
+            pass
+        self._originals = [cls.run for cls in self._patched]
+        recorder = self
+
+        def patch(original):
+            def run(kernel, *args, grid, warmup, **kwargs):
+                if not warmup:
+                    recorder.kernels.append((getattr(kernel, "__name__", "kernel"),
+                                             _programs(grid, args, kwargs, kernel)))
+                    if _is_stub(kernel):
+                        recorder.stubs.append(getattr(kernel, "__name__", "kernel"))
+                return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+            return run
+
+        for cls, original in zip(self._patched, self._originals):
+            cls.run = patch(original)
+        return self
+
+    def __exit__(self, *exc):
+        for cls, original in zip(self._patched, self._originals):
+            cls.run = original
+        return False
+
+    @property
+    def programs(self) -> int:
+        return sum(p for _, p in self.kernels)
+
+
+def _programs(grid, args, kwargs, kernel) -> int:
+    """The number of programs a launch grid asks for (a callable grid is given the arguments)."""
+    try:
+        if callable(grid):
+            names = getattr(kernel, "arg_names", [])
+            grid = grid({**dict(zip(names, args)), **kwargs})
+        if isinstance(grid, int):
+            grid = (grid,)
+        return math.prod(int(g) for g in grid)
+    except Exception:
+        return 1  # unknown: count the launch as one program
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one call of the learner's function did at one size."""
+
+    n: int
+    programs: int
+    returned_other: bool
+    missed: list
+    past: list
+    wrong: torch.Tensor  # bool per element: written but wrong
+    inputs_changed: int | None
+    buffer: torch.Tensor
+
+
+def _run_once(call: Callable, reference: Callable, n_inputs: int, shape, dtype) -> _Run:
+    n = int(torch.Size(shape).numel())
+    inputs = [guarded(n, dtype=dtype, fill=torch.randn)[0].view(shape) for _ in range(n_inputs)]
+    before = [t.clone() for t in inputs]
+    out_flat, buffer = guarded(n, dtype=dtype)
+    out = out_flat.view(shape)
+    with launches() as seen:
         result = call(*inputs, out)
         if runtime.DEVICE == "cuda":
             torch.cuda.synchronize()
-        if result is not None and result is not out and result.data_ptr() != out.data_ptr():
-            raise AssertionError(f"✗ {name}: your function returned a new tensor; write into the `out` "
-                                 "argument it is given (and return it or nothing)")
-        past = overwritten_guard(buffer, n)
-        if past:
-            count = sum(b - a + 1 for a, b in past)
-            raise AssertionError(
-                f"✗ {name}: with n={n}, your kernel wrote {count} elements past the end of out "
-                f"(positions {describe_runs(past)}): mask the store with offsets < n")
-        holes = unwritten(out)
-        if holes:
-            raise AssertionError(
-                f"✗ {name}: with n={n}, your kernel left {_elements(holes)} of out unwritten: "
-                "does the grid cover every element (triton.cdiv(n, BLOCK_SIZE) programs) and does the "
-                "mask let the last block through?")
-        for i, (t, b) in enumerate(zip(inputs, before)):
-            if not torch.equal(t, b):
-                raise AssertionError(f"✗ {name}: input {i} changed: a kernel must only write its output")
-        ref = reference(*[t.double() for t in inputs])
-        try:
-            check(f"{name}, shape {tuple(shape)}", out, ref, tol=None)
-        except AssertionError as err:
-            raise AssertionError(f"{err}\n  (the output is complete, so the arithmetic or the indexing "
-                                 "of the inputs is off)") from None
-    print(f"✓ {name}: right on all {len(shapes)} sizes tried, nothing written out of bounds")
+    if seen.stubs:
+        raise _NotAttempted
+    returned_other = isinstance(result, torch.Tensor) and result.data_ptr() != out.data_ptr()
+    changed = next((i for i, (t, b) in enumerate(zip(inputs, before)) if not torch.equal(t, b)), None)
+    ref = reference(*[b.double() for b in before]).reshape(-1).cpu()
+    got = out.reshape(-1).detach().cpu().double()
+    written = ~torch.isnan(got)
+    tol = 1e-5 * (1 + ref.abs())
+    wrong = written & ((got - ref).abs() > tol)
+    return _Run(n, seen.programs, returned_other, unwritten(out), overwritten_guard(buffer, n), wrong, changed,
+                buffer.detach().cpu())
+
+
+def _element_picture(run: _Run, title: str):
+    """A strip of the output's elements: right, wrong, never written, and written past the end."""
+    from course import plots
+
+    tail = max([b for _, b in run.past] + [run.n - 1]) + 1
+    tail = min(max(tail + max(8, run.n // 8), run.n + 8), run.n + 4096)
+    return plots.element_map(run.n, tail, missed=run.missed, past=run.past,
+                             wrong=[tuple(r) for r in _true_runs(run.wrong)], title=title)
+
+
+def _true_runs(flags: torch.Tensor):
+    from course.elementwise import runs
+
+    return runs(flags)
 
 
 def _elements(pairs) -> str:
@@ -110,58 +409,159 @@ def _elements(pairs) -> str:
     return f"{'element' if single else 'elements'} {describe_runs(pairs)}"
 
 
-def _quiet(fn):
-    """Run ``fn`` with the per-size ✓ lines of :func:`course.check.check` hidden."""
-    import contextlib
-    import io
+def _check_elementwise(name: str, fn_name: str, call: Callable, reference: Callable, n_inputs: int, *,
+                       kernel_hint: str, dtype=torch.float32, shapes=None, wrong_hints=()) -> str:
+    """Run ``call(*inputs, out)`` at every shape, then name the most telling failure.
 
-    with contextlib.redirect_stdout(io.StringIO()) as buf:
-        fn()
-    lines = buf.getvalue().strip().splitlines()
-    print(lines[-1])  # the summary line
-
-
-def check_axpy(axpy: Callable) -> None:
-    """Check ``axpy(alpha, x, y, out)``, which must write ``alpha * x + y`` into ``out``.
-
-    Tries several values of ``alpha`` (it is a run-time argument, not a constant of the kernel)
-    and odd sizes.
+    ``out`` is poisoned (NaN) and followed by NaN guard elements, so never-written elements,
+    elements written past the end and wrong values are told apart. All sizes run before any
+    verdict, so a grid that rounds down is caught at the sizes it launches nothing for.
+    ``wrong_hints`` are ``(alternative_reference, hint)`` pairs: when the output matches a
+    typical mistake, its hint is given.
     """
+    shapes = shapes or [(n,) for n in ELEMENTWISE_SIZES]
+    runs_ = []
+    for shape in shapes:
+        try:
+            runs_.append(_run_once(call, reference, n_inputs, shape, dtype))
+        except (_Failed, _NotAttempted):
+            raise
+        except Exception as err:
+            raise _user_error(f"{fn_name} (with an input of shape {tuple(shape)})", err) from None
+
+    if all(r.programs == 0 for r in runs_):
+        complete = all(not r.missed and not r.wrong.any() and not r.past for r in runs_)
+        if complete:
+            raise _Failed(f"the output is right, but no Triton kernel ran: write it as a Triton kernel "
+                          f"({kernel_hint}) and launch it from {fn_name}")
+        raise _Failed(f"{fn_name} launched no Triton kernel: launch it as kernel[grid](...) with a grid of "
+                      "triton.cdiv(n, BLOCK_SIZE) programs")
+    idle = [r for r in runs_ if r.programs == 0]
+    if idle:
+        busy = next(r for r in runs_ if r.programs)
+        raise _Failed(f"with n={idle[0].n} {fn_name} launched no programs at all (with n={busy.n} it launched "
+                      f"{busy.programs}): does the grid round up? n // BLOCK_SIZE is 0 when n < BLOCK_SIZE; "
+                      "triton.cdiv(n, BLOCK_SIZE) rounds up", _element_picture(idle[0], f"n = {idle[0].n}"))
+    other = next((r for r in runs_ if r.returned_other), None)
+    if other:
+        raise _Failed(f"{fn_name} returned a new tensor: write the result into the `out` argument it is given "
+                      "(and return out, or nothing)")
+    past = next((r for r in runs_ if r.past), None)
+    if past:
+        count = sum(b - a + 1 for a, b in past.past)
+        raise _Failed(f"with n={past.n}, your kernel wrote {count} elements past the end of out (positions "
+                      f"{describe_runs(past.past)}): the last block runs past n; mask the stores (and loads) "
+                      "with offsets < n", _element_picture(past, f"n = {past.n}: writes past the end"))
+    holes = next((r for r in runs_ if r.missed), None)
+    if holes:
+        missed = sum(b - a + 1 for a, b in holes.missed)
+        # Less than one block (about n / programs) missing at the very end: the last block's fault.
+        tail_only = (len(holes.missed) == 1 and holes.missed[0][1] == holes.n - 1
+                     and missed * holes.programs <= holes.n)
+        why = ("the last, partial block was not written: does the grid cover it (triton.cdiv) and does the mask "
+               "let its elements through (offsets < n, not <=)?" if tail_only else
+               "whole stretches inside the tensor were skipped: does each program start at "
+               "pid * BLOCK_SIZE, and do its offsets cover a whole block (tl.arange(0, BLOCK_SIZE))?")
+        raise _Failed(f"with n={holes.n}, your kernel left {_elements(holes.missed)} of out unwritten: {why}",
+                      _element_picture(holes, f"n = {holes.n}: elements never written"))
+    changed = next((r for r in runs_ if r.inputs_changed is not None), None)
+    if changed:
+        raise _Failed(f"input {changed.inputs_changed} was modified: a kernel must only write its output")
+    bad = next((r for r in runs_ if r.wrong.any()), None)
+    if bad:
+        where = _elements(_true_runs(bad.wrong))
+        hint = _wrong_value_hint(call, reference, n_inputs, dtype, wrong_hints)
+        raise _Failed(f"with n={bad.n}, every element was written but {where} hold wrong values: {hint}",
+                      _element_picture(bad, f"n = {bad.n}: wrong values"))
+    return f"right at all {len(shapes)} sizes tried, nothing written out of bounds"
+
+
+def _wrong_value_hint(call, reference, n_inputs, dtype, wrong_hints) -> str:
+    """Match the learner's output against typical mistakes, on one more fresh input."""
+    shape = (777,)
+    inputs = [torch.randn(shape, dtype=dtype, device=runtime.DEVICE) for _ in range(n_inputs)]
+    out = torch.full(shape, float("nan"), dtype=dtype, device=runtime.DEVICE)
+    try:
+        call(*inputs, out)
+    except Exception:  # it ran at every size before; a failure here only costs the hint
+        return "the loads, the offsets of each input, or the arithmetic between load and store are off"
+    got = out.double().cpu()
+    args = [t.double().cpu() for t in inputs]
+    for alternative, hint in wrong_hints:
+        if torch.allclose(got, alternative(*args), rtol=1e-5, atol=1e-5, equal_nan=False):
+            return hint
+    return "the loads, the offsets of each input, or the arithmetic between load and store are off"
+
+
+@_exercise("axpy", "Write axpy_kernel's body and the launch in axpy above")
+def check_axpy(axpy: Callable) -> str:
+    """Check ``axpy(alpha, x, y, out)``, which must write ``alpha * x + y`` into ``out`` with a
+    Triton kernel. Tries several values of ``alpha`` (a run-time argument, not a constant of the
+    kernel) and odd sizes."""
+    _callable("axpy", axpy, ("alpha", "x", "y", "out"))
     for alpha in (2.5, -0.75):
-        _quiet(lambda: _check_elementwise(
-            f"axpy (alpha={alpha})", lambda x, y, out: axpy(alpha, x, y, out),
-            lambda x, y: alpha * x + y, 2))
+        hints = [(lambda x, y, a=alpha: x + y, "alpha was not applied: multiply x by alpha"),
+                 (lambda x, y, a=alpha: x + a * y, "alpha multiplies y here; it should multiply x"),
+                 (lambda x, y, a=alpha: a * x, "y was not added"),
+                 (lambda x, y, a=alpha: a * (x + y), "alpha multiplies the sum; it should multiply x alone"),
+                 (lambda x, y, a=alpha: a * x + x, "x was loaded twice: load y from y_ptr")]
+        _check_elementwise("axpy", "axpy", lambda x, y, out, a=alpha: axpy(a, x, y, out),
+                           lambda x, y, a=alpha: a * x + y, 2, kernel_hint="@triton.jit axpy_kernel",
+                           wrong_hints=hints)
+    return "right for two values of alpha at 5 odd sizes, nothing written out of bounds"
 
 
-def check_residual_relu(fused: Callable) -> None:
-    """Check ``fused(x, residual, out)``, which must write ``relu(x + residual)`` into ``out``.
+@_exercise("residual_relu_bytes", "Fill in the bodies of unfused_bytes and fused_bytes above")
+def check_residual_relu_bytes(unfused_bytes: Callable[[int], int], fused_bytes: Callable[[int], int]) -> str:
+    """Check the byte counts of ``relu(x + residual)`` on ``n`` float32 values, as two PyTorch
+    kernels (``unfused_bytes``) and as one fused kernel (``fused_bytes``)."""
+    _callable("unfused_bytes", unfused_bytes, ("n",))
+    _callable("fused_bytes", fused_bytes, ("n",))
+    unfused, offset = _linear("unfused_bytes", unfused_bytes, "unfused_bytes")
+    _constant_term("unfused_bytes", offset)
+    hints = {12: "that is one kernel's traffic: unfused, the sum x + residual is written to memory and read back",
+             16: "relu writes its output too: the first kernel reads two arrays and writes one, the second "
+                 "reads one and writes one",
+             8: "count both kernels, each with its reads and its writes",
+             5: "that counts elements: each float32 takes 4 bytes",
+             24: "the first kernel reads x and residual and writes one array; the second reads that array "
+                 "and writes one: no array is read twice"}
+    if unfused != 20:
+        raise _Failed(f"unfused_bytes grows by {unfused} per element: "
+                      f"{hints.get(unfused, 'list each kernel: the arrays it reads, the array it writes')}")
+    fused, offset = _linear("fused_bytes", fused_bytes, "fused_bytes")
+    _constant_term("fused_bytes", offset)
+    hints = {3: "that counts elements: each float32 takes 4 bytes",
+             8: "the fused kernel reads two arrays (x and residual) and writes one",
+             4: "the fused kernel reads two arrays and writes one",
+             20: "that is the unfused count: fused, the sum never leaves registers",
+             16: "the sum stays in registers: nothing but the inputs and the result moves"}
+    if fused != 12:
+        raise _Failed(f"fused_bytes grows by {fused} per element: "
+                      f"{hints.get(fused, 'read each input once, write the result once')}")
+    return "right: unfused 20n, fused 12n, so fusion moves 40% fewer bytes"
 
-    Tries 1-D and 2-D shapes (a kernel may treat a contiguous tensor as flat memory).
-    """
+
+@_exercise("residual_relu", "Write residual_relu_kernel's body and the launch in residual_relu above")
+def check_residual_relu(residual_relu: Callable) -> str:
+    """Check ``residual_relu(x, residual, out)``, which must write ``relu(x + residual)`` into
+    ``out`` with one Triton kernel. Tries 1-D and 2-D shapes (a kernel may treat a contiguous
+    tensor as flat memory)."""
+    _callable("residual_relu", residual_relu, ("x", "residual", "out"))
     shapes = [(n,) for n in ELEMENTWISE_SIZES] + [(3, 333), (64, 65)]
-    _quiet(lambda: _check_elementwise("fused residual + relu", fused, lambda x, r: torch.relu(x + r), 2,
-                                      shapes=shapes))
+    hints = [(lambda x, r: x + r, "the ReLU is missing: tl.maximum(s, 0.0) keeps the positive part"),
+             (lambda x, r: torch.relu(x), "residual was not added"),
+             (lambda x, r: torch.relu(x) + r, "the ReLU comes after the add: relu(x + residual)"),
+             (lambda x, r: torch.clamp(x + r, max=0.0), "that keeps the negative part: the ReLU is "
+                                                        "maximum(s, 0), not minimum"),
+             (lambda x, r: torch.relu(x + x), "x was loaded twice: load residual from its own pointer")]
+    _check_elementwise("residual_relu", "residual_relu", residual_relu, lambda x, r: torch.relu(x + r), 2,
+                       kernel_hint="@triton.jit residual_relu_kernel", shapes=shapes, wrong_hints=hints)
+    return f"right at all {len(shapes)} shapes tried, nothing written out of bounds"
 
 
-def check_residual_relu_bytes(unfused_bytes: Callable[[int], int], fused_bytes: Callable[[int], int]) -> None:
-    """Check the byte counts of ``relu(x + residual)`` on ``n`` float32 values.
-
-    Unfused (two torch ops): ``t = x + residual`` reads 2n and writes n values, ``relu(t)``
-    reads n and writes n. Fused: read x and residual, write the result.
-    """
-    for n in (1, 4096, 10**6):
-        got_u, got_f = unfused_bytes(n), fused_bytes(n)
-        if got_u != 20 * n:
-            per = Fraction(got_u, n)
-            hint = {12: "that is the fused count: unfused, the intermediate x + residual is written and read back",
-                    16: "relu also writes its output: 2 reads + 1 write, then 1 read + 1 write",
-                    5: "count bytes (4 per float32), not elements"}.get(per, "x + residual: 2 reads + 1 write; "
-                                                                        "relu: 1 read + 1 write; 4 bytes each")
-            raise AssertionError(f"✗ unfused_bytes({n}) = {got_u} ({per}n), expected {20 * n} (20n): {hint}")
-        if got_f != 12 * n:
-            per = Fraction(got_f, n)
-            hint = {3: "count bytes (4 per float32), not elements",
-                    8: "the fused kernel reads x and residual (two arrays) and writes one"}.get(
-                per, "fused: read x, read residual, write the result: 3 arrays of 4-byte values")
-            raise AssertionError(f"✗ fused_bytes({n}) = {got_f} ({per}n), expected {12 * n} (12n): {hint}")
-    print("✓ byte counts: unfused 20n, fused 12n: fusion moves 40% fewer bytes")
+def quiet(check: Callable, *args) -> Verdict:
+    """Run a check without printing anything; return its verdict (for tests)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        check(*args)
+    return last()

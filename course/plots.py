@@ -1,21 +1,32 @@
-"""The course's two plots: a roofline, and throughput against problem size.
+"""The course's plots: a roofline, a quantity against problem size, and a map of written elements.
 
 Every plot is one call from a notebook and returns the matplotlib Figure (assign it, so that
-Jupyter shows the picture once)::
+Jupyter shows the picture once). Pass the :class:`course.records.Record` the numbers came from as
+``record=``: the plot then says above its axes whether they were measured in this run or recorded
+on another machine::
 
     fig = roofline(machine(), [Point("vector add", flops=n, bytes=12 * n, ms=0.05)], dtype="fp32")
     fig = throughput({"triton": (sizes, gbps), "torch": (sizes, torch_gbps)}, ylabel="GB/s",
-                     ceiling=machine().bandwidth_gbs, ceiling_label="copy bandwidth")
+                     ceiling=copy_gbps, ceiling_label="copy", unit="GB/s", record=record)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from course.hardware import Machine
+
+# Series differ in colour, marker and line style, so lines drawn on top of each other stay visible.
+_STYLES = [dict(color="tab:blue", marker="o", ls="-", ms=7), dict(color="tab:orange", marker="s", ls="--", ms=5),
+           dict(color="tab:green", marker="^", ls=":", ms=6), dict(color="tab:red", marker="D", ls="-.", ms=5),
+           dict(color="tab:purple", marker="v", ls="-", ms=6), dict(color="tab:brown", marker="P", ls="--", ms=6)]
+_RECORDED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#fff3c4", edgecolor="#c9a227")
+_MEASURED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#e3f4e1", edgecolor="#5a9e53")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +37,15 @@ class Point:
     flops: float
     bytes: float
     ms: float
+
+    def __post_init__(self):
+        for field in ("flops", "bytes", "ms"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TypeError(f"Point({self.label!r}): {field} must be a finite number, got {value!r}")
+            if value < 0 or (value == 0 and field != "flops"):
+                bound = ">= 0" if field == "flops" else "> 0"
+                raise ValueError(f"Point({self.label!r}): {field} must be {bound}, got {value}")
 
     @property
     def intensity(self) -> float:
@@ -38,70 +58,109 @@ class Point:
 
 
 def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | None = None,
-             caption: str | None = None, ax=None):
+             caption: str | None = None, record=None, ax=None):
     """Memory and compute ceilings of ``machine`` for ``dtype``, the ridge point, and ``points``.
 
     A point under the slanted line is held back by memory bandwidth, under the flat line by
-    arithmetic; the distance to the roof is what is left to win.
+    arithmetic; the distance to the roof is what is left to win. The roofs and the points are
+    named in a legend beside the axes, so no label covers a line or a point.
     """
     if dtype not in machine.peak_tflops:
         raise ValueError(f"roofline(dtype={dtype!r}): {machine.name} has peaks for "
-                         f"{', '.join(machine.peak_tflops)}; pass one of those")
+                         f"{', '.join(machine.peak_tflops) or 'no dtype'}; pass one of those")
     for p in points:
         if not isinstance(p, Point):
             raise TypeError(f"roofline(points=...): each point must be a course.plots.Point, got {type(p).__name__}")
     peak = machine.peak_tflops[dtype]
     bw_tbs = machine.bandwidth_gbs / 1e3
     ridge = peak / bw_tbs
-    lo = min([ridge / 100] + [p.intensity / 2 for p in points])
-    hi = max([ridge * 100] + [p.intensity * 2 for p in points])
+    lo = min([ridge / 100] + [p.intensity / 3 for p in points if p.intensity > 0])
+    hi = max([ridge * 30] + [p.intensity * 3 for p in points])
     x = np.logspace(np.log10(lo), np.log10(hi), 256)
 
-    fig, ax = _axes(ax, (7, 4.5))
-    ax.loglog(x, np.minimum(peak, bw_tbs * x), color="black", lw=2)
-    ax.axvline(ridge, color="gray", ls=":", lw=1)
-    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak), textcoords="offset points",
-                xytext=(6, -14), color="gray")
-    ax.annotate(f"{machine.bandwidth_gbs:,.0f} GB/s", (x[8], bw_tbs * x[8]), textcoords="offset points",
-                xytext=(4, 6), rotation=0, color="dimgray")
-    ax.annotate(f"{peak:g} TFLOP/s {dtype}", (x[-1], peak), textcoords="offset points",
-                xytext=(-150, 6), color="dimgray")
-    for p in points:
-        ax.plot(p.intensity, p.tflops, "o", ms=8, label=f"{p.label}: {p.tflops:.3g} TFLOP/s")
+    fig, ax = _axes(ax, (9, 4.5))
+    ax.loglog(x[x <= ridge], bw_tbs * x[x <= ridge], color="black", lw=2.5,
+              label=f"memory roof: {machine.bandwidth_gbs:,.0f} GB/s")
+    ax.loglog(x[x >= ridge], np.full((x >= ridge).sum(), peak), color="dimgray", lw=2.5,
+              label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype})")
+    ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge point: {ridge:,.0f} FLOP/byte")
+    for p, style in zip(points, itertools.cycle(_STYLES)):
+        ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9,
+                label=f"{p.label}: {p.tflops:.3g} TFLOP/s")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or f"Roofline: {machine.name} ({machine.source})")
-    if points:
-        ax.legend(loc="lower right", fontsize=9)
+    ax.grid(alpha=0.25, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False)
+    _titles(fig, ax, title or f"Roofline: {machine.name} ({machine.source})", record)
     _caption(fig, caption)
     return fig
 
 
 def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", ceiling: float | None = None,
-               ceiling_label: str = "ceiling", title: str | None = None, caption: str | None = None,
-               logx: bool = True, ax=None):
-    """One line per implementation: ``series`` maps a label to ``(sizes, values)``."""
+               ceiling_label: str = "ceiling", unit: str = "", title: str | None = None, caption: str | None = None,
+               record=None, logx: bool = True, logy: bool = False, ax=None):
+    """One line per implementation: ``series`` maps a label to ``(sizes, values)``.
+
+    ``ceiling`` draws a dashed horizontal line, labelled ``"<ceiling_label>: <ceiling> <unit>"``.
+    """
     if not series:
         raise ValueError("throughput(series): pass at least one {label: (sizes, values)} entry")
-    fig, ax = _axes(ax, (7, 4.5))
-    for name, (xs, ys) in series.items():
+    fig, ax = _axes(ax, (8, 4.5))
+    for (name, (xs, ys)), style in zip(series.items(), itertools.cycle(_STYLES)):
         if len(xs) != len(ys):
             raise ValueError(f"throughput: series {name!r} has {len(xs)} sizes but {len(ys)} values")
-        ax.plot(xs, ys, "o-", label=name)
+        ax.plot(xs, ys, label=name, lw=1.8, **style)
     if ceiling:
-        ax.axhline(ceiling, color="black", ls="--", lw=1)
-        ax.annotate(f"{ceiling_label}: {ceiling:,.0f}", (0.01, ceiling), xycoords=("axes fraction", "data"),
-                    textcoords="offset points", xytext=(0, 4))
+        value = f"{ceiling:,.0f}" if ceiling >= 100 else f"{ceiling:.3g}"
+        ax.axhline(ceiling, color="black", ls=(0, (6, 3)), lw=1, label=f"{ceiling_label}: {value} {unit}".rstrip())
     if logx:
         ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False)
+    if title or record is not None:
+        _titles(fig, ax, title or "", record)
     _caption(fig, caption)
+    return fig
+
+
+# Colours of the element map: right, wrong value, never written, written past the end, untouched.
+_ELEMENT_COLOURS = {"right": "#7cc47c", "wrong value": "#f0a030", "never written": "#d9d9d9",
+                    "written past the end": "#d62728", "past the end, untouched": "#ffffff"}
+
+
+def element_map(n: int, shown: int, *, missed=(), past=(), wrong=(), title: str = ""):
+    """A strip of output positions ``0 .. shown-1``: which of the ``n`` elements are right, wrong
+    or never written, and which positions after the end were written. Runs are inclusive
+    ``(first, last)`` pairs, as :func:`course.elementwise.runs` gives them."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    if n < 0 or shown < n:
+        raise ValueError(f"element_map(n={n}, shown={shown}): need 0 <= n <= shown")
+    codes = np.zeros(max(shown, 1), dtype=int)
+    codes[n:] = 4
+    for runs, code in ((missed, 2), (wrong, 1), (past, 3)):
+        for a, b in runs:
+            codes[max(a, 0):min(b, shown - 1) + 1] = code
+    names = list(_ELEMENT_COLOURS)
+    fig, ax = plt.subplots(figsize=(9, 1.6), layout="constrained")
+    ax.imshow(codes[None, :], aspect="auto", interpolation="nearest", vmin=0, vmax=4,
+              cmap=ListedColormap(list(_ELEMENT_COLOURS.values())), extent=(-0.5, shown - 0.5, 0, 1))
+    ax.axvline(n - 0.5, color="black", lw=1.5)
+    ax.text(n - 0.5, 1.05, " end of out", transform=ax.get_xaxis_transform(), fontsize=8, va="bottom")
+    ax.set_yticks([])
+    ax.set_xlabel("position in out")
+    used = sorted(set(codes.tolist()))
+    ax.legend(handles=[Patch(facecolor=list(_ELEMENT_COLOURS.values())[c], edgecolor="gray", label=names[c])
+                       for c in used], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10, loc="left")
     return fig
 
 
@@ -110,6 +169,17 @@ def _axes(ax, size):
         return ax.figure, ax
     fig, ax = plt.subplots(figsize=size, layout="constrained")
     return fig, ax
+
+
+def _titles(fig, ax, title: str, record) -> None:
+    """The title, and under it a banner saying where the numbers come from (for a record)."""
+    if record is None:
+        ax.set_title(title)
+        return
+    if title:
+        fig.suptitle(title)
+    box = _MEASURED_BOX if record.measured_here else _RECORDED_BOX
+    ax.set_title(record.banner, fontsize=9, bbox=box, pad=10)
 
 
 def _caption(fig, caption):

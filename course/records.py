@@ -2,7 +2,8 @@
 
 A record is a JSON file in ``course/data/``: ``{"meta": {...}, "rows": [{...}, ...]}``. ``meta``
 says where the numbers came from (GPU, torch and Triton versions, date); :func:`label` turns it
-into the caption every plot of recorded data carries.
+into the caption every plot of recorded data carries, and :attr:`Record.banner` into the line
+that says, where a learner looks, whether the numbers were measured in this run or recorded.
 
     >>> rows = measured_or_recorded("vector_add", measure=lambda: [{"n": 1, "gbps": 2.0}])  # doctest: +SKIP
 """
@@ -26,14 +27,24 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 
 @dataclasses.dataclass
 class Record:
-    """Rows of measurements and where they came from."""
+    """Rows of measurements and where they came from: measured in this run (``measured_here``),
+    or loaded from a GPU run recorded earlier."""
 
     rows: list
     meta: dict
+    measured_here: bool = False
 
     @property
     def label(self) -> str:
         return label(self.meta)
+
+    @property
+    def banner(self) -> str:
+        """"measured in this run on <GPU>, <date>" or "recorded on <GPU>, <date>: not measured
+        on this machine"."""
+        where = f"{self.meta.get('gpu', 'an unknown GPU')}, {self.meta.get('date', 'undated')}"
+        return f"measured in this run on {where}" if self.measured_here else \
+            f"recorded on {where}: not measured on this machine"
 
 
 def environment() -> dict:
@@ -75,7 +86,14 @@ def load(name: str) -> Record:
         known = sorted(p.stem for p in DATA_DIR.glob("*.json"))
         raise FileNotFoundError(f"no recorded measurements named {name!r} in {DATA_DIR.name}/; "
                                 f"known: {', '.join(known) or 'none'}. Run the measurement on a GPU first.")
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a valid record ({err}); restore it with git checkout, or re-measure it "
+                         "on a GPU with COURSE_RECORD=1") from None
+    if not (isinstance(data, dict) and isinstance(data.get("rows"), list) and isinstance(data.get("meta"), dict)):
+        raise ValueError(f"{path}: a record needs a 'meta' object and a 'rows' list; restore it with git checkout, "
+                         "or re-measure it on a GPU with COURSE_RECORD=1")
     return Record(rows=data["rows"], meta=data["meta"])
 
 
@@ -90,4 +108,4 @@ def measured_or_recorded(name: str, measure: Callable[[], list]) -> Record:
     rows = measure()
     if os.environ.get("COURSE_RECORD") == "1":
         save(name, rows)
-    return Record(rows=rows, meta={**environment(), "note": "measured now"})
+    return Record(rows=rows, meta=environment(), measured_here=True)

@@ -1,6 +1,8 @@
-"""`make lab` works: JupyterLab starts from the course's environment, serves its page and lists the notebooks."""
+"""`make lab` works: the command it runs (course.lab) starts JupyterLab from the course's environment,
+as root or not, serves the repository (so figures under vis/ load) and opens the notebooks folder."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from course import lab
 
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the GPU image has no Jupyter)")
 
@@ -24,20 +28,18 @@ def _free_port():
 
 def _get(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
-        return response.status, response.read().decode()
+        return response.status, response.read()
 
 
 @pytest.fixture(scope="module")
 def lab_url(tmp_path_factory):
     port = _free_port()
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False", "--allow-root",
-           f"--ServerApp.root_dir={ROOT / 'notebooks'}"]
+    cmd = lab.command(["--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}"])
     log = tmp_path_factory.mktemp("lab") / "lab.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
+        deadline = time.time() + 90
         while time.time() < deadline:
             try:
                 _get(f"{url}/api/status?token={TOKEN}", timeout=2)
@@ -48,7 +50,7 @@ def lab_url(tmp_path_factory):
                 time.sleep(0.5)
         else:
             proc.kill()
-            pytest.fail(f"JupyterLab did not answer within 60 s:\n{log.read_text()[-2000:]}")
+            pytest.fail(f"JupyterLab did not answer within 90 s:\n{log.read_text()[-2000:]}")
         if proc.poll() is not None:
             pytest.fail(f"JupyterLab exited:\n{log.read_text()[-2000:]}")
         yield url
@@ -56,18 +58,46 @@ def lab_url(tmp_path_factory):
         proc.wait(timeout=20)
 
 
-def test_lab_page_is_served(lab_url):
-    status, body = _get(f"{lab_url}/lab?token={TOKEN}")
-    assert status == 200 and "JupyterLab" in body
+def test_lab_opens_on_the_notebooks_folder(lab_url):
+    request = urllib.request.Request(f"{lab_url}/?token={TOKEN}")
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.url.split("?")[0].endswith("/lab/tree/notebooks")
+        assert b"JupyterLab" in response.read()
 
 
 def test_lab_lists_the_notebooks(lab_url):
-    _, body = _get(f"{lab_url}/api/contents/?token={TOKEN}")
+    _, body = _get(f"{lab_url}/api/contents/notebooks?token={TOKEN}")
     names = {item["name"] for item in json.loads(body)["content"]}
     expected = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert expected and expected <= names
 
 
+def test_figures_under_vis_are_served(lab_url):
+    """Notebooks show ../vis/gpu_memory_hierarchy.svg: it must be inside the server's root."""
+    status, body = _get(f"{lab_url}/files/vis/gpu_memory_hierarchy.svg?token={TOKEN}")
+    assert status == 200 and b"<svg" in body[:2000]
+
+
 def test_python3_kernel_is_available(lab_url):
     _, body = _get(f"{lab_url}/api/kernelspecs?token={TOKEN}")
     assert "python3" in json.loads(body)["kernelspecs"]
+
+
+@pytest.mark.parametrize("uid, allow_root", [(0, True), (1000, False)])
+def test_root_gets_allow_root(monkeypatch, uid, allow_root):
+    monkeypatch.setattr(os, "geteuid", lambda: uid)
+    assert ("--allow-root" in lab.command()) is allow_root
+
+
+def test_make_lab_passes_lab_args():
+    dry = subprocess.run(["make", "-n", "lab", "LAB_ARGS=--no-browser --port 8888"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert "-m course.lab --no-browser --port 8888" in dry.stdout
+
+
+def test_lab_args_as_one_quoted_word_are_split(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd: seen.setdefault("cmd", cmd) and 0)
+    lab.main(["--no-browser --port 8888"])
+    assert seen["cmd"][-2:] == ["--port", "8888"] and "--no-browser" in seen["cmd"]

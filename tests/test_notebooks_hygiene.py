@@ -96,3 +96,25 @@ def test_sanitizer_file_loads():
     for regex, replacement in pairs:
         re.compile(regex)
         assert replacement.strip(), f"{regex!r} needs a non-empty replacement (nbval drops empty ones)"
+
+
+def test_no_progress_bars_or_widget_state_in_committed_outputs(nb):
+    """A widget saved without its live state shows a frozen "0%" bar: course.execute drops them."""
+    assert "widgets" not in nb[1].metadata, f"{nb[0].name}: widget state saved in the notebook's metadata"
+    for i, cell in enumerate(nb[1].cells):
+        for out in cell.get("outputs", []):
+            assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {}), \
+                f"{nb[0].name} cell {i}: a widget output (a progress bar) is committed"
+            assert not re.search(r"\d+%\|", out.get("text", "")), f"{nb[0].name} cell {i}: a text progress bar"
+
+
+def test_exercises_start_as_stubs(nb):
+    """Every exercise cell is committed as a stub, and its check says so (the learner writes the code)."""
+    cells = [c for c in nb[1].cells if c.cell_type == "code" and "exercises.check_" in c.source]
+    assert cells, f"{nb[0].name}: no exercise cell (one calling exercises.check_...)"
+    for cell in cells:
+        assert "..." in cell.source, f"{nb[0].name}: an exercise cell is not a stub:\n{cell.source[:300]}"
+        assert "nbval-check-output" in cell.metadata.get("tags", []), f"{nb[0].name}: exercise output not compared"
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []))
+        assert "not attempted yet" in text and "exercises.solution(" in text, \
+            f"{nb[0].name}: the committed stub's check did not print its 'not attempted' line: {text[:200]!r}"

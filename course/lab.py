@@ -1,0 +1,46 @@
+"""Open the course in JupyterLab: ``make lab`` runs ``python -m course.lab [extra flags]``.
+
+The server's root is the repository, so a notebook's ``../vis/…`` figures load, and the browser
+opens on the ``notebooks/`` folder. As root (containers, cloud notebooks) it adds
+``--allow-root``, which JupyterLab otherwise demands. Extra flags pass through to JupyterLab::
+
+    make lab LAB_ARGS="--no-browser --port 8888"
+    python -m course.lab --no-browser --ip 0.0.0.0
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START_PAGE = "/lab/tree/notebooks"
+
+
+def command(extra: list[str] | None = None, *, python: str = sys.executable) -> list[str]:
+    """The JupyterLab command line ``make lab`` runs, with ``extra`` flags appended."""
+    cmd = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url={START_PAGE}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd + list(extra or [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and " " in argv[0]:  # LAB_ARGS passed as one quoted word
+        argv = shlex.split(argv[0])
+    cmd = command(argv)
+    print(f"Opening the course: JupyterLab serves {ROOT} and opens {START_PAGE[1:]}/.\n"
+          "The address to open (with its token) is printed below as http://…/lab/tree/notebooks?token=…; Ctrl+C stops it.",
+          flush=True)
+    try:
+        return subprocess.call(cmd, cwd=ROOT)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

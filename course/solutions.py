@@ -1,0 +1,87 @@
+"""Reference solutions of the notebooks' exercises, kept apart so that the notebooks start blank.
+
+Try first. When stuck, ``exercises.solution("axpy")`` in a new cell loads one of these into it.
+Each exercise is listed in :data:`EXERCISES`: the pieces you write, and the check that tests them.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import triton
+import triton.language as tl
+
+from course import runtime  # noqa: F401  (decides GPU or interpreter before the kernels below)
+
+
+# --- 00 · saxpy_cost -----------------------------------------------------------------------------
+
+def saxpy_cost(n):
+    flops = 2 * n  # one multiply and one add per element
+    bytes_moved = 3 * 4 * n  # read x, read y, write y: three arrays of 4-byte floats
+    return flops, bytes_moved
+
+
+# --- 01 · axpy -----------------------------------------------------------------------------------
+
+@triton.jit
+def axpy_kernel(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n  # the last block may run past the end
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
+
+
+def axpy(alpha, x, y, out, block_size=1024):
+    n = x.numel()
+    axpy_kernel[(triton.cdiv(n, block_size),)](alpha, x, y, out, n, BLOCK_SIZE=block_size)
+    return out
+
+
+# --- 02 · residual + relu ------------------------------------------------------------------------
+
+def unfused_bytes(n):
+    # x + residual: read two arrays, write one; relu: read that one, write one. 4 bytes each.
+    return (3 * n + 2 * n) * 4
+
+
+def fused_bytes(n):
+    return 3 * n * 4  # read x and residual, write out
+
+
+@triton.jit
+def residual_relu_kernel(x_ptr, residual_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    s = tl.load(x_ptr + offsets, mask=mask) + tl.load(residual_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.maximum(s, 0.0), mask=mask)  # s stays in registers
+
+
+def residual_relu(x, residual, out, block_size=1024):
+    n = x.numel()  # contiguous tensors of any shape are flat memory to the kernel
+    residual_relu_kernel[(triton.cdiv(n, block_size),)](x, residual, out, n, BLOCK_SIZE=block_size)
+    return out
+
+
+#: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
+EXERCISES = {
+    "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
+    "axpy": (("axpy_kernel", "axpy"), "exercises.check_axpy(axpy)"),
+    "residual_relu_bytes": (("unfused_bytes", "fused_bytes"),
+                            "exercises.check_residual_relu_bytes(unfused_bytes, fused_bytes)"),
+    "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
+}
+
+
+def function(name: str):
+    """The reference function that exercise ``name``'s check takes (its last piece)."""
+    return globals()[EXERCISES[name][0][-1]]
+
+
+def source(name: str) -> str:
+    """The source of exercise ``name``'s solution as a cell: its pieces, then its check."""
+    pieces, check = EXERCISES[name]
+    # A kernel's Python function starts at its decorator, so @triton.jit comes along.
+    parts = [inspect.getsource(getattr(globals()[piece], "fn", globals()[piece])).rstrip() for piece in pieces]
+    return "\n\n\n".join(parts) + "\n\n\n" + check + "\n"
