@@ -172,7 +172,7 @@ def _describe(value):
     if isinstance(value, tl.constexpr):
         value = value.value
     if isinstance(value, tl.tensor):
-        return f"a {value.dtype} value"
+        return f"a value of type {value.dtype}"
     return f"{type(value).__name__} {value!r}"
 
 

@@ -803,14 +803,14 @@ def test_offsets_past_2_31_are_read_and_written_right(operand):
     if operand == "int8":
         a = _far_apart(M, K, torch.int8, _GAP)
         b = torch.randint(-8, 8, (K, N), dtype=torch.int8, device=DEVICE)
-        sa = _far_apart(1, M, torch.float32, _GAP)[0]  # a_scale with stride 2^30
+        sa = _far_apart(M, 1, torch.float32, _GAP)[:, 0]  # a_scale with stride 2^30
         sb = torch.rand(N, device=DEVICE) + 0.5
         out = matmul_int8(a, b, sa, sb, out_dtype=torch.float32, config=Config(16, 16, 32, tma=False, tma_store=False))
         check("int8 a and a_scale with offsets past 2^31", out, _int8_reference(a, b, sa, sb))
         return
     a = _far_apart(M, K, torch.float16, _GAP) if operand == "a" else _randn(M, K)
     b = _far_apart(K, N, torch.float16, _GAP // 8, transposed=True) if operand == "b" else _randn(K, N)
-    bias = _far_apart(1, N, torch.float16, _GAP // 8)[0] if operand == "b" else None  # bias with stride 2^27
+    bias = _far_apart(N, 1, torch.float16, _GAP // 8)[:, 0] if operand == "b" else None  # bias with stride 2^27
     if operand == "out":
         out = _far_apart(M, N, torch.float16, _GAP)
         out.fill_(float("nan"))
