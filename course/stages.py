@@ -47,6 +47,16 @@ Decisions (where the reference documents are silent or disagree):
   compiler still sees a contiguous dimension).
 * ``even_k=True`` promises ``K % block_k == 0`` and the K loop has no mask at all;
   ``even_k=False`` handles any K, including K < block_k, by masking only the last K step.
+  A broken promise is caught: always under the interpreter, by a device assertion compiled in
+  debug mode (``TRITON_DEBUG=1``); likewise A and B views built with different K.
+* **Offsets are 32-bit** where the strides are (Triton passes ints below 2^31 as int32): a view
+  whose ``index * stride`` reaches 2^31 elements (rows 2^30 apart, say) needs a 64-bit stride,
+  ``make_tensor_view(A, M, K, stride_am.to(tl.int64), stride_ak)``, chosen on the host only for
+  such tensors (``course.gemm`` does so with its ``WIDE`` constexpr); otherwise the offsets wrap
+  and the kernel reads or writes outside the tensor.
+* Views check what they are given when they are built (compile time, no cost in the kernel): a
+  pointer argument that is no pointer (``t.data_ptr()`` passed for ``t``) or a size or stride
+  that is no integer is named in a TypeError.
 * Rows and columns that run past M or N are never masked in the K loop: their indices wrap around
   (``% M``), so every load stays inside the matrix, and the rows/columns computed from wrapped
   data are simply not stored (the store is masked).

@@ -823,6 +823,49 @@ def test_offsets_past_2_31_are_read_and_written_right(operand):
             break
 
 
+_COMPILE_WIDE = r"""
+import os, re, sys
+import torch
+torch.cuda.is_available = lambda: True  # compile as for a GPU on this machine without one
+torch.cuda.get_device_name = lambda *a: "none"
+os.environ["COURSE_DEVICE"] = "gpu"
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, sys.argv[1])
+from course import gemm
+from triton import compile as triton_compile
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+def ptx(wide):
+    fn = gemm._matmul_kernel
+    sig = dict(A="*i8", B="*i8", C="*fp16", A_scale="*fp32", B_scale="*fp32", bias="*fp32", partials="*i32",
+               flags="*i32", M="i32", N="i32", K="i32")
+    consts = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_SIZE_M=8, NUM_SMS=132, STREAMK_TILES=0,
+                  STREAMK_PROGRAMS=0, EVEN_K=False, HAS_BIAS=True, QUANTIZED=True, ALLOW_TF32=True, USE_TMA=False,
+                  A_T=False, B_T=False, TMA_STORE=False, C_T=False, C_HALVES=1, FLATTEN=False, WIDE=wide,
+                  stride_ak=1, stride_bk=1, stride_cn=1)
+    for n in fn.arg_names:
+        sig.setdefault(n, "constexpr" if n in consts else "i32")
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts)
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+
+for wide in (0, 1 | 8 | 16 | 64 | 128 | 256):  # every stride that is not a unit stride
+    code = ptx(wide)
+    print(wide, len(re.findall(r"m(?:ul|ad)\.lo\.s64", code)))
+"""
+
+
+def test_64_bit_offsets_compile_for_a_gpu_without_one():
+    # The compiled WIDE variant can only run on a GPU; here Triton at least builds it for sm_90, with
+    # 64-bit index arithmetic that the 32-bit kernel (WIDE=0) has none of. A fresh process: one that
+    # has interpreted kernels cannot compile them.
+    run = subprocess.run([sys.executable, "-c", _COMPILE_WIDE, str(Path(__file__).resolve().parent.parent)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = dict(map(int, line.split()) for line in run.stdout.splitlines() if re.fullmatch(r"\d+ \d+", line))
+    assert counts[0] == 0 and counts[1 | 8 | 16 | 64 | 128 | 256] > 0, run.stdout
+
+
 @gpu
 @pytest.mark.gpu
 def test_offsets_past_2_31_through_tma():
