@@ -169,7 +169,8 @@ def _redecorate_early_functions() -> list:
     return sorted(set(user_fixed))
 
 
-if _TRITON_IMPORTED_EARLY:
+# Compiled, only functions decorated under the interpreter can be wrong: none if it never loaded.
+if _TRITON_IMPORTED_EARLY and (INTERPRET or "triton.runtime.interpreter" in sys.modules):
     _EARLY_KERNELS = _redecorate_early_functions()
     if _EARLY_KERNELS:
         warnings.warn(
