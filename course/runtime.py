@@ -34,6 +34,8 @@ _CHOICES = ("auto", "gpu", "cpu")
 
 def _decide() -> bool:
     """Return True when kernels should run through the interpreter."""
+    if os.environ.get("_COURSE_COMPILE_ONLY") == "1":  # course.compile's builder: compiles, launches nothing
+        return False
     choice = os.environ.get("COURSE_DEVICE", "auto").strip().lower() or "auto"
     if choice not in _CHOICES:
         raise ValueError(
@@ -207,5 +209,7 @@ def summary() -> str:
             f"course: no GPU in use, kernels run on the CPU through Triton {triton.__version__}'s "
             "interpreter (small problem sizes, timings are not GPU speeds)"
         )
+    if not torch.cuda.is_available():  # course.compile's build process: it compiles, launches nothing
+        return f"course: compiling kernels only (Triton {triton.__version__}, no GPU here)"
     name = torch.cuda.get_device_name()
     return f"course: kernels run compiled on {name} (Triton {triton.__version__}, torch {torch.__version__})"

@@ -1,0 +1,298 @@
+"""The compiler's view: build a Triton kernel for an NVIDIA GPU on any machine, and read each stage.
+
+Triton compiles in stages: Triton IR (``ttir``, what the kernel says), Triton GPU IR (``ttgir``, the
+same with layouts: which thread holds which element), LLVM IR (``llir``), PTX (NVIDIA's virtual
+assembly) and a cubin, whose machine code (SASS) ``nvdisasm`` prints. None of it needs a GPU: the
+target is named, not detected. Arguments are given as for a launch, and specialised the way a
+launch specialises them (a pointer or an int divisible by 16 is marked so; an int equal to 1
+becomes a constant), so what you read is what the GPU would run::
+
+    h100 = build(add_kernel, x, y, out, n, BLOCK_SIZE=1024)   # sm_90, an H100
+    h100.show("ptx", "ld.global")                              # the loads, with a few lines around
+    h100.count("sass", r"\\bLDG")                               # how many global loads in the SASS
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import types
+from pathlib import Path
+
+import torch
+import triton
+
+from course import runtime  # noqa: F401  (decides GPU or interpreter first)
+
+STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
+H100 = 90  # compute capability 9.0: Hopper (H100, H200)
+
+_TORCH_TO_TRITON = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+                    torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+                    torch.bool: "i1"}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        _TORCH_TO_TRITON[getattr(torch, _name)] = "fp8e4nv" if "e4m3" in _name else "fp8e5"
+
+
+@dataclasses.dataclass
+class Build:
+    """A kernel compiled for one GPU: the text of each stage, and a few ways to read it."""
+
+    name: str
+    arch: int
+    asm: dict
+
+    def text(self, stage: str) -> str:
+        """The whole text of ``stage`` (one of :data:`STAGES`)."""
+        if stage not in STAGES:
+            raise ValueError(f"stage {stage!r}: choose one of {', '.join(STAGES)}")
+        if stage == "sass":
+            return self._sass()
+        return self.asm[stage] if isinstance(self.asm[stage], str) else self.asm[stage].decode()
+
+    def count(self, stage: str, pattern: str) -> int:
+        """How many lines of ``stage`` match the regular expression ``pattern``."""
+        regex = re.compile(pattern)
+        return sum(bool(regex.search(line)) for line in self.text(stage).splitlines())
+
+    def show(self, stage: str, pattern: str | None = None, *, context: int = 2, most: int = 40) -> None:
+        """Print ``stage``: its first ``most`` lines, or the lines matching ``pattern`` with
+        ``context`` lines around each (at most ``most`` lines in all)."""
+        lines = self.text(stage).splitlines()
+        if pattern is None:
+            keep = list(range(min(most, len(lines))))
+        else:
+            regex = re.compile(pattern)
+            hits = [i for i, line in enumerate(lines) if regex.search(line)]
+            if not hits:
+                print(f"({stage} of {self.name}: no line matches {pattern!r})")
+                return
+            keep = sorted({j for i in hits for j in range(max(0, i - context), min(len(lines), i + context + 1))})
+        shown, previous = 0, None
+        for i in keep:
+            if shown >= most:
+                print(f"  … ({len(keep) - shown} more lines)")
+                break
+            if previous is not None and i != previous + 1:
+                print("  …")
+            print(lines[i])
+            shown, previous = shown + 1, i
+
+    def summary(self) -> dict:
+        """Counts of the instructions that tell a kernel's story, from the PTX: global loads and
+        stores (and how wide), tensor-core instructions, asynchronous copies, shared memory."""
+        ptx = self.text("ptx")
+        patterns = {"global loads": r"\bld\.global", "global stores": r"\bst\.global",
+                    "128-bit global loads": r"\bld\.global[\w.]*\.v4\.(b32|f32|u32)",
+                    "tensor-core mma (sm_80 style)": r"\bmma\.sync", "tensor-core wgmma (Hopper)": r"\bwgmma\.mma_async",
+                    "async copies (cp.async)": r"\bcp\.async\.(ca|cg)", "TMA copies": r"\bcp\.async\.bulk\.tensor",
+                    "shared-memory loads": r"\bld\.shared|\bldmatrix"}
+        counts = {name: len(re.findall(p, ptx)) for name, p in patterns.items()}
+        counts["shared memory (bytes)"] = int(self.asm.get("shared", 0) or 0)
+        return counts
+
+    def _sass(self) -> str:
+        cubin = self.asm["cubin"]
+        tool = _nvdisasm()
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(cubin)
+            f.flush()
+            done = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=60)
+        if done.returncode:
+            raise RuntimeError(f"nvdisasm failed on {self.name}: {done.stderr.strip()[:500]}")
+        return done.stdout
+
+
+def _nvdisasm() -> str:
+    shipped = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    tool = str(shipped) if shipped.exists() else shutil.which("nvdisasm")
+    if not tool:
+        raise RuntimeError("no nvdisasm: the Triton wheel ships one under triton/backends/nvidia/bin/; "
+                           "reinstall triton, or put CUDA's nvdisasm on PATH")
+    return tool
+
+
+def _argument(name: str, value):
+    """``(type, attributes, constant)`` of one launch argument, as a launch specialises it."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype not in _TORCH_TO_TRITON:
+            raise TypeError(f"build: argument {name} has dtype {value.dtype}, which Triton kernels do not take")
+        aligned = value.data_ptr() % 16 == 0
+        return "*" + _TORCH_TO_TRITON[value.dtype], aligned, None
+    if isinstance(value, bool):
+        return "i1", False, None
+    if isinstance(value, int):
+        if value == 1:
+            return "constexpr", False, 1  # Triton turns an int equal to 1 into a constant
+        kind = "i32" if -(2**31) <= value < 2**31 else "i64"
+        return kind, value % 16 == 0, None
+    if isinstance(value, float):
+        return "fp32", False, None
+    if value is None:
+        return "constexpr", False, None
+    raise TypeError(f"build: argument {name} is a {type(value).__name__}; pass what you would pass to the "
+                    "kernel's launch (tensors, ints, floats, None)")
+
+
+def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int = 3, **constexprs) -> Build:
+    """Compile ``kernel`` for an NVIDIA GPU of compute capability ``arch`` (90: H100) on this machine.
+
+    ``args`` are the kernel's run-time arguments as you would launch it (tensors may live on the
+    CPU: only their dtype and alignment matter); ``constexprs`` its ``tl.constexpr`` arguments.
+    The build runs in a fresh Python process: Triton cannot compile in a process whose kernels it
+    interprets, so a kernel defined in a notebook travels there as source, with the ``@triton.jit``
+    functions and constants it uses.
+    """
+    from triton.runtime.jit import JITFunction
+
+    fn = getattr(kernel, "fn", None)
+    if fn is None or not callable(fn):
+        raise TypeError(f"build(kernel): pass a @triton.jit function, got {type(kernel).__name__}")
+    jit = JITFunction(fn)  # only to read the signature: nothing is compiled here
+    names = jit.arg_names
+    constexpr_names = {names[i] for i in jit.constexprs}
+    runtime_names = [n for n in names if n not in constexpr_names]
+    if len(args) != len(runtime_names):
+        raise TypeError(f"build({fn.__name__}): the kernel takes {len(runtime_names)} run-time arguments "
+                        f"({', '.join(runtime_names)}), got {len(args)}")
+    missing = sorted(constexpr_names - set(constexprs))
+    unknown = sorted(set(constexprs) - constexpr_names)
+    if missing or unknown:
+        raise TypeError(f"build({fn.__name__}): constexpr arguments {', '.join(missing) or '-'} missing, "
+                        f"{', '.join(unknown) or '-'} unknown; its constexprs are {', '.join(sorted(constexpr_names))}")
+    signature, constants, aligned = {}, {k: _encode(k, v) for k, v in constexprs.items()}, []
+    for name, value in zip(runtime_names, args):
+        kind, is_aligned, constant = _argument(name, value)
+        signature[name] = kind
+        if kind == "constexpr":
+            constants[name] = constant
+        elif is_aligned:
+            aligned.append(names.index(name))
+    signature = {n: signature.get(n, "constexpr") for n in names}
+    job = {"name": fn.__name__, "signature": signature, "constexprs": constants, "aligned": aligned, "arch": arch,
+           "options": {"num_warps": num_warps, "num_stages": num_stages}, **_where(fn)}
+    done = subprocess.run([sys.executable, "-c", _BUILDER, json.dumps(job)], capture_output=True, text=True,
+                          timeout=600, env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
+                                            "_COURSE_COMPILE_ONLY": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
+    if done.returncode:
+        error = done.stderr.strip().splitlines()
+        start = next((i for i, line in enumerate(error) if "CompilationError" in line or "Error" in line[:40]), 0)
+        raise RuntimeError(f"building {fn.__name__} for sm_{arch} failed:\n" + "\n".join(error[start:][-25:]))
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["cubin"] = base64.b64decode(result["cubin"])
+    return Build(fn.__name__, arch, result)
+
+
+def _encode(name: str, value):
+    """A constexpr value as JSON: numbers, booleans, strings, None, or a Triton dtype."""
+    import triton.language as tl
+
+    value = getattr(value, "value", value) if isinstance(value, tl.constexpr) else value
+    if isinstance(value, tl.dtype):
+        return {"dtype": _tl_name(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"build: constexpr {name}={value!r} must be a number, a bool, a string, None or a tl dtype")
+
+
+def _tl_name(dtype) -> str:
+    import triton.language as tl
+
+    return next(n for n in dir(tl) if getattr(tl, n) is dtype or (isinstance(getattr(tl, n), tl.dtype)
+                                                                     and getattr(tl, n) == dtype))
+
+
+def _where(fn) -> dict:
+    """How the build process finds ``fn``: by import, or as source (for a notebook's kernel)."""
+    module = fn.__module__
+    if module not in ("__main__", None) and not module.startswith("__"):
+        try:
+            importlib.import_module(module)
+            return {"module": module}
+        except ImportError:
+            pass
+    return {"source": _source_with_dependencies(fn)}
+
+
+def _source_with_dependencies(fn) -> str:
+    """A module's text defining ``fn``: its imports, the numbers and ``@triton.jit`` functions it
+    uses (recursively), then ``fn`` itself."""
+    import triton.language as tl
+
+    header = ["import math", "import triton", "import triton.language as tl"]
+    definitions: dict[str, str] = {}
+
+    def visit(f):
+        for name in f.__code__.co_names:
+            if name in definitions or name not in f.__globals__:
+                continue
+            value = f.__globals__[name]
+            if isinstance(value, types.ModuleType):
+                if value.__name__ not in ("triton", "triton.language", "math"):
+                    header.append(f"import {value.__name__} as {name}")
+            elif isinstance(value, tl.constexpr) or isinstance(value, (bool, int, float)):
+                inner = getattr(value, "value", value)
+                text = f"tl.{_tl_name(inner)}" if isinstance(inner, tl.dtype) else repr(_encode(name, inner))
+                definitions[name] = f"{name} = tl.constexpr({text})" if isinstance(value, tl.constexpr) else \
+                    f"{name} = {text}"
+            elif hasattr(value, "fn") and callable(value.fn) and hasattr(value, "arg_names"):
+                if value.fn.__module__ in ("__main__", None):
+                    definitions[name] = ""  # placeholder: breaks cycles
+                    visit(value.fn)
+                    definitions[name] = _jit_source(value.fn)
+                else:
+                    header.append(f"from {value.fn.__module__} import {value.fn.__name__} as {name}")
+            elif getattr(value, "__module__", "__main__") not in ("__main__", None, "builtins"):
+                header.append(f"from {value.__module__} import {getattr(value, '__name__', name)} as {name}")
+            else:
+                raise TypeError(f"build: {f.__name__} uses {name}, a {type(value).__name__} defined in the "
+                                "notebook; define it in a module, or pass it as an argument")
+
+    visit(fn)
+    body = [text for text in definitions.values() if text] + [_jit_source(fn)]
+    return "\n".join(header) + "\n\n" + "\n\n".join(body) + "\n"
+
+
+def _jit_source(fn) -> str:
+    """``fn``'s source, under a plain ``@triton.jit``."""
+    lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
+    return "@triton.jit\n" + "\n".join(lines[start:])
+
+
+# Runs in the build process: compile one kernel, print its stages as one line of JSON.
+_BUILDER = r"""
+import base64, importlib, json, sys, types
+job = json.loads(sys.argv[1])
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+if "module" in job:
+    kernel = getattr(importlib.import_module(job["module"]), job["name"])
+else:
+    module = types.ModuleType("notebook_kernels")
+    module.__file__ = "<notebook>"
+    import linecache
+    linecache.cache["<notebook>"] = (len(job["source"]), None, job["source"].splitlines(True), "<notebook>")
+    exec(compile(job["source"], "<notebook>", "exec"), module.__dict__)
+    kernel = getattr(module, job["name"])
+constexprs = {k: getattr(tl, v["dtype"]) if isinstance(v, dict) else v for k, v in job["constexprs"].items()}
+attrs = {(i,): [["tt.divisibility", 16]] for i in job["aligned"]}
+source = ASTSource(fn=kernel, signature=job["signature"], constexprs=constexprs, attrs=attrs)
+compiled = triton.compile(source, target=GPUTarget("cuda", job["arch"], 32), options=job["options"])
+asm = {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
+asm["cubin"] = base64.b64encode(compiled.asm["cubin"]).decode()
+asm["shared"] = compiled.metadata.shared
+print(json.dumps(asm))
+"""
