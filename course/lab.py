@@ -36,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Opening the course: JupyterLab serves {ROOT} and opens {START_PAGE[1:]}/.\n"
           "The address to open (with its token) is printed below as http://…/lab/tree/notebooks?token=…; Ctrl+C stops it.",
           flush=True)
+    return _run(cmd)
+
+
+def _run(cmd: list[str]) -> int:
+    """Become JupyterLab (on POSIX), so that Ctrl+C and a kill reach the server itself."""
+    if os.name == "posix":
+        os.chdir(ROOT)
+        os.execv(cmd[0], cmd)
     try:
         return subprocess.call(cmd, cwd=ROOT)
     except KeyboardInterrupt:

@@ -21,10 +21,14 @@ import numpy as np
 
 from course.hardware import Machine
 
-# Series differ in colour, marker and line style, so lines drawn on top of each other stay visible.
-_STYLES = [dict(color="tab:blue", marker="o", ls="-", ms=7), dict(color="tab:orange", marker="s", ls="--", ms=5),
-           dict(color="tab:green", marker="^", ls=":", ms=6), dict(color="tab:red", marker="D", ls="-.", ms=5),
-           dict(color="tab:purple", marker="v", ls="-", ms=6), dict(color="tab:brown", marker="P", ls="--", ms=6)]
+# Series differ in colour, marker and dash, and the first is drawn with wide hollow markers under the
+# others, so a series lying on top of another stays visible.
+_STYLES = [dict(color="tab:blue", marker="o", ls="-", lw=2.5, ms=10, mfc="none", mew=2),
+           dict(color="tab:orange", marker="s", ls="--", lw=1.5, ms=4.5),
+           dict(color="tab:green", marker="^", ls=":", lw=2, ms=6),
+           dict(color="tab:red", marker="D", ls="-.", lw=1.5, ms=5),
+           dict(color="tab:purple", marker="v", ls="-", lw=1.5, ms=6),
+           dict(color="tab:brown", marker="P", ls="--", lw=1.5, ms=6)]
 _RECORDED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#fff3c4", edgecolor="#c9a227")
 _MEASURED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#e3f4e1", edgecolor="#5a9e53")
 
@@ -85,7 +89,7 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
               label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype})")
     ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge point: {ridge:,.0f} FLOP/byte")
     for p, style in zip(points, itertools.cycle(_STYLES)):
-        ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9,
+        ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9, mew=2,
                 label=f"{p.label}: {p.tflops:.3g} TFLOP/s")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
@@ -109,7 +113,7 @@ def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", 
     for (name, (xs, ys)), style in zip(series.items(), itertools.cycle(_STYLES)):
         if len(xs) != len(ys):
             raise ValueError(f"throughput: series {name!r} has {len(xs)} sizes but {len(ys)} values")
-        ax.plot(xs, ys, label=name, lw=1.8, **style)
+        ax.plot(xs, ys, label=name, **style)
     if ceiling:
         value = f"{ceiling:,.0f}" if ceiling >= 100 else f"{ceiling:.3g}"
         ax.axhline(ceiling, color="black", ls=(0, (6, 3)), lw=1, label=f"{ceiling_label}: {value} {unit}".rstrip())
@@ -130,7 +134,7 @@ def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", 
 
 
 # Colours of the element map: right, wrong value, never written, written past the end, untouched.
-_ELEMENT_COLOURS = {"right": "#7cc47c", "wrong value": "#f0a030", "never written": "#d9d9d9",
+_ELEMENT_COLOURS = {"right": "#7cc47c", "wrong value": "#f0a030", "never written": "#3b6fb6",
                     "written past the end": "#d62728", "past the end, untouched": "#ffffff"}
 
 
@@ -152,8 +156,13 @@ def element_map(n: int, shown: int, *, missed=(), past=(), wrong=(), title: str 
     fig, ax = plt.subplots(figsize=(9, 1.6), layout="constrained")
     ax.imshow(codes[None, :], aspect="auto", interpolation="nearest", vmin=0, vmax=4,
               cmap=ListedColormap(list(_ELEMENT_COLOURS.values())), extent=(-0.5, shown - 0.5, 0, 1))
-    ax.axvline(n - 0.5, color="black", lw=1.5)
-    ax.text(n - 0.5, 1.05, " end of out", transform=ax.get_xaxis_transform(), fontsize=8, va="bottom")
+    ax.axvline(n - 0.5, color="black", lw=0.8, ls="--")
+    ax.text(n - 0.5, 1.05, "end of out ", transform=ax.get_xaxis_transform(), fontsize=8, va="bottom", ha="right")
+    # A run of a few elements is thinner than a pixel: mark every run with a triangle above the strip.
+    for runs, code in ((missed, 2), (wrong, 1), (past, 3)):
+        for a, b in runs:
+            ax.plot((a + b) / 2, 1.0, marker="v", ms=9, color=list(_ELEMENT_COLOURS.values())[code],
+                    markeredgecolor="black", markeredgewidth=0.5, transform=ax.get_xaxis_transform(), clip_on=False)
     ax.set_yticks([])
     ax.set_xlabel("position in out")
     used = sorted(set(codes.tolist()))

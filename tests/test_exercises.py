@@ -105,12 +105,12 @@ def test_solution_source_is_a_runnable_cell(name):
         assert f"def {piece}(" in source
 
 
-def test_solution_prints_outside_jupyter_and_rejects_unknown_names(capsys):
+def test_solution_prints_outside_jupyter_and_names_the_exercises_for_an_unknown_one(capsys):
     exercises.solution("axpy")
     out = capsys.readouterr().out
     assert "@triton.jit" in out and "def axpy(" in out
-    with pytest.raises(ValueError, match="the exercises are"):
-        exercises.solution("nope")
+    exercises.solution("saxpy")
+    assert capsys.readouterr().out.startswith("✗ solution('saxpy'): no exercise of that name; the exercises are")
 
 
 def test_stubs_print_one_not_attempted_line_and_raise_nothing(capsys):
@@ -153,11 +153,14 @@ def test_bad_arguments_get_one_clear_line(check, arity, bad, message):
     assert "\n" not in verdict.message
 
 
-def _assert_distinct(verdicts):
-    """Each wrong answer failed, with a message of its own."""
-    for label, verdict in verdicts.items():
-        assert verdict.status == "failed", f"{label}: {verdict.line}"
-    messages = [v.message for v in verdicts.values()]
+def _assert_wrong_answers_named(check, table, same_mistake=()):
+    """Each wrong answer in ``table`` ({label: (argument or tuple of arguments, words)}) fails with a
+    message holding its words, and no two get the same message (but those in ``same_mistake``)."""
+    verdicts = {}
+    for label, (args, words) in table.items():
+        verdicts[label] = verdict = quiet(check, *(args if isinstance(args, tuple) else (args,)))
+        assert verdict.status == "failed" and words in verdict.message, f"{label}: {verdict.line}"
+    messages = [v.message for label, v in verdicts.items() if label not in same_mistake]
     assert len(set(messages)) == len(messages), "two wrong answers got the same message"
 
 
@@ -170,6 +173,7 @@ SAXPY_WRONG = {  # a typical wrong answer -> words its message must contain
     "the scalar a as 4 bytes": (lambda n: (2 * n, 12 * n + 4), "does not grow with n"),
     "y read twice": (lambda n: (2 * n, 16 * n), "read once and written once"),
     "float64 sizes": (lambda n: (2 * n, 24 * n), "4 bytes, not 8"),
+    "the pair swapped": (lambda n: (12 * n, 2 * n), "(flops, bytes_moved), in that order"),
     "a float answer": (lambda n: (2.0 * n, 8.0 * n), "also written back"),
     "not linear": (lambda n: (2 * n, n * n), "in proportion to n"),
     "one number": (lambda n: 12 * n, "return a pair"),
@@ -179,11 +183,7 @@ SAXPY_WRONG = {  # a typical wrong answer -> words its message must contain
 
 
 def test_saxpy_cost_wrong_answers_get_their_own_messages():
-    verdicts = {label: quiet(exercises.check_saxpy_cost, fn) for label, (fn, _) in SAXPY_WRONG.items()}
-    for label, (_, words) in SAXPY_WRONG.items():
-        assert words in verdicts[label].message, f"{label}: {verdicts[label].line}"
-    distinct = {k: v for k, v in verdicts.items() if k != "a float answer"}  # same mistake as the first
-    _assert_distinct(distinct)
+    _assert_wrong_answers_named(exercises.check_saxpy_cost, SAXPY_WRONG, same_mistake={"a float answer"})
 
 
 def test_messages_never_give_the_answer_away():
@@ -216,8 +216,37 @@ def _axpy_kernel(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.
         result = alpha * (x + y)
     if MODE == 5:  # no mask on the store
         tl.store(out_ptr + offs, result)
+    elif MODE == 8:  # stores into an input
+        tl.store(y_ptr + offs, result, mask=mask)
     else:
         tl.store(out_ptr + offs, result, mask=mask)
+
+
+@triton.jit
+def _axpy_unmasked_loads(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs) + tl.load(y_ptr + offs), mask=offs < n)
+
+
+@triton.jit
+def _axpy_constexpr_alpha(alpha: tl.constexpr, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _axpy_fixed_stride(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * 1024 + tl.arange(0, BLOCK)  # the stride written as a number
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def _launch(kernel, block=256, programs=None):
+    def axpy(alpha, x, y, out):
+        n = x.numel()
+        kernel[(programs or triton.cdiv(n, block),)](alpha, x, y, out, n, BLOCK=block)
+    return axpy
 
 
 def _axpy(mode=0, floor_grid=False, block=256):
@@ -232,7 +261,7 @@ def _axpy(mode=0, floor_grid=False, block=256):
 AXPY_WRONG = {
     "no mask": (_axpy(5), "past the end of out"),
     "grid rounds down": (_axpy(floor_grid=True), "round up"),
-    "offsets without the block": (_axpy(6), "pid * BLOCK_SIZE"),
+    "offsets without the block": (_axpy(6), "programs overlapped"),
     "mask off by one": (_axpy(7), "last, partial block"),
     "alpha forgotten": (_axpy(1), "alpha was not applied"),
     "alpha on y": (_axpy(2), "should multiply x"),
@@ -240,8 +269,17 @@ AXPY_WRONG = {
     "alpha on the sum": (_axpy(4), "multiply x alone"),
     "pure torch": (lambda a, x, y, out: out.copy_(a * x + y), "write it as a Triton kernel"),
     "a new tensor": (lambda a, x, y, out: _axpy()(a, x, y, out.clone()), "returned a new tensor"),
-    "changes an input": (lambda a, x, y, out: (_axpy()(a, x, y, out), x.zero_()), "input 0 was modified"),
+    "changes an input": (lambda a, x, y, out: (_axpy()(a, x, y, out), x.zero_()), "x was modified"),
     "a compile error": (lambda a, x, y, out: _axpy(block=100)(a, x, y, out), "power of 2"),
+    "stores into y": (_axpy(8), "Does a tl.store go to y's pointer"),
+    "one program only": (lambda a, x, y, out: _axpy_kernel[(1,)](a, x, y, out, x.numel(), BLOCK=1024, MODE=0),
+                         "too few programs"),
+    "a fixed stride": (_launch(_axpy_fixed_stride, 512), "with the BLOCK_SIZE the grid was computed with"),
+    "unmasked loads": (_launch(_axpy_unmasked_loads), "tl.load without a mask"),
+    "alpha as a constexpr": (_launch(_axpy_constexpr_alpha), "alpha is a tl.constexpr"),
+    "grid as an int": (lambda a, x, y, out: _axpy_kernel[triton.cdiv(x.numel(), 256)](a, x, y, out, x.numel(),
+                                                                                      BLOCK=256, MODE=0),
+                       "the launch grid is a tuple"),
 }
 
 
@@ -251,16 +289,20 @@ def test_axpy_passes_the_reference_and_says_so(capsys):
 
 
 def test_axpy_wrong_answers_get_their_own_messages():
-    verdicts = {label: quiet(exercises.check_axpy, fn) for label, (fn, _) in AXPY_WRONG.items()}
-    for label, (_, words) in AXPY_WRONG.items():
-        assert words in verdicts[label].message, f"{label}: {verdicts[label].line}"
-    _assert_distinct(verdicts)
+    _assert_wrong_answers_named(exercises.check_axpy, AXPY_WRONG)
 
 
 def test_a_stub_kernel_behind_a_written_wrapper_is_not_attempted():
     def axpy(alpha, x, y, out):
         _stub_kernel[(1,)](x, x.numel(), BLOCK_SIZE=64)
     assert quiet(exercises.check_axpy, axpy).status == "not attempted"
+
+
+def test_half_written_byte_counts_check_the_written_one():
+    verdict = quiet(exercises.check_residual_relu_bytes, solutions.unfused_bytes, _stub)
+    assert verdict.status == "not attempted" and "unfused_bytes is right" in verdict.message
+    verdict = quiet(exercises.check_residual_relu_bytes, _stub, lambda n: 8 * n)
+    assert verdict.status == "failed" and "fused_bytes grows by 8" in verdict.message
 
 
 def test_failures_draw_the_output():
@@ -288,10 +330,7 @@ RELU_BYTES_WRONG = {
 
 
 def test_residual_relu_bytes_wrong_answers_get_their_own_messages():
-    verdicts = {label: quiet(exercises.check_residual_relu_bytes, *fns) for label, (fns, _) in RELU_BYTES_WRONG.items()}
-    for label, (_, words) in RELU_BYTES_WRONG.items():
-        assert words in verdicts[label].message, f"{label}: {verdicts[label].line}"
-    _assert_distinct(verdicts)
+    _assert_wrong_answers_named(exercises.check_residual_relu_bytes, RELU_BYTES_WRONG)
 
 
 @triton.jit
@@ -328,15 +367,16 @@ RELU_WRONG = {
     "minimum": (_relu(3), "not minimum"),
     "x twice": (_relu(4), "load residual"),
     "no mask": (_relu(5), "past the end"),
+    "n from the first dimension": (lambda x, r, out: _relu_kernel[(triton.cdiv(x.shape[0], 512),)](
+        x, r, out, x.shape[0], BLOCK=512, MODE=0), "x.numel() elements, not x.shape[0]"),
+    "stores into x": (lambda x, r, out: _relu_kernel[(triton.cdiv(x.numel(), 512),)](
+        x, r, x, x.numel(), BLOCK=512, MODE=0), "Does a tl.store go to x's pointer"),
     "torch": (lambda x, r, out: out.copy_(torch.relu(x + r)), "write it as a Triton kernel"),
 }
 
 
 def test_residual_relu_wrong_answers_get_their_own_messages():
-    verdicts = {label: quiet(exercises.check_residual_relu, fn) for label, (fn, _) in RELU_WRONG.items()}
-    for label, (_, words) in RELU_WRONG.items():
-        assert words in verdicts[label].message, f"{label}: {verdicts[label].line}"
-    _assert_distinct(verdicts)
+    _assert_wrong_answers_named(exercises.check_residual_relu, RELU_WRONG)
 
 
 def test_device_is_the_courses():

@@ -98,6 +98,6 @@ def test_make_lab_passes_lab_args():
 
 def test_lab_args_as_one_quoted_word_are_split(monkeypatch):
     seen = {}
-    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd: seen.setdefault("cmd", cmd) and 0)
+    monkeypatch.setattr(lab, "_run", lambda cmd: seen.setdefault("cmd", cmd) and 0)
     lab.main(["--no-browser --port 8888"])
     assert seen["cmd"][-2:] == ["--port", "8888"] and "--no-browser" in seen["cmd"]
