@@ -12,7 +12,11 @@ Everything else lives in a module of its own:
 * ``course.stages``   -- the device-side GEMM building blocks (a standalone, copyable file)
 * ``course.gemm``     -- ``matmul`` / ``matmul_int8`` launchers built on stages (persistent, Stream-K)
 * ``course.bench``    -- ``python -m course.bench gemm|copy|plot``: the benchmark against cuBLAS
-* ``course.elementwise``, ``course.exercises`` -- helpers and exercise checks of notebooks 01-02
+* ``course.elementwise`` -- guarded buffers and size sweeps of notebooks 01-02
+* ``course.tiled``    -- the first tiled matmul (notebook 03)
+* ``course.compile``  -- ``build(kernel, *args, **constexprs)``: a kernel's stages for an H100, on any machine
+* ``course.exercises``, ``course.solutions`` -- the exercise checks, and the reference solutions
+* ``course.lab``      -- ``python -m course.lab``: what ``make lab`` runs
 * ``course.execute``  -- ``python -m course.execute notebooks/*.ipynb``: refresh committed outputs
 """
 

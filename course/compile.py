@@ -66,9 +66,10 @@ class Build:
         regex = re.compile(pattern)
         return sum(bool(regex.search(line)) for line in self.text(stage).splitlines())
 
-    def show(self, stage: str, pattern: str | None = None, *, context: int = 2, most: int = 40) -> None:
+    def show(self, stage: str, pattern: str | None = None, *, context: int = 2, most: int = 40,
+             width: int = 150) -> None:
         """Print ``stage``: its first ``most`` lines, or the lines matching ``pattern`` with
-        ``context`` lines around each (at most ``most`` lines in all)."""
+        ``context`` lines around each (at most ``most`` lines in all, each cut at ``width``)."""
         lines = self.text(stage).splitlines()
         if pattern is None:
             keep = list(range(min(most, len(lines))))
@@ -86,7 +87,8 @@ class Build:
                 break
             if previous is not None and i != previous + 1:
                 print("  …")
-            print(lines[i])
+            line = lines[i]
+            print(line if len(line) <= width else line[:width - 2] + " …")
             shown, previous = shown + 1, i
 
     def summary(self) -> dict:

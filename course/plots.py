@@ -197,3 +197,27 @@ def _caption(fig, caption):
         if engine is not None and hasattr(engine, "set"):  # keep a strip below the axes for it
             engine.set(rect=(0, 0.04, 1, 0.96))
         fig.text(0.99, 0.005, caption, ha="right", va="bottom", fontsize=7, color="gray")
+
+
+def tile_map(owner, *, title: str = "", label: str = "program"):
+    """A matrix whose elements hold the number of the program that wrote them, drawn as coloured
+    tiles with the number in each (``owner`` is a 2-D integer tensor, e.g. written by a kernel)."""
+    import torch
+
+    owner = torch.as_tensor(owner).detach().cpu()
+    if owner.dim() != 2:
+        raise ValueError(f"tile_map(owner): pass a 2-D tensor of program numbers, got shape {tuple(owner.shape)}")
+    rows, cols = owner.shape
+    fig, ax = plt.subplots(figsize=(min(1 + 0.45 * cols, 10), min(0.8 + 0.45 * rows, 8)), layout="constrained")
+    ax.imshow(owner.numpy() % 20, cmap="tab20", vmin=0, vmax=19, interpolation="nearest")
+    for value in torch.unique(owner).tolist():
+        where = torch.nonzero(owner == value).float()
+        (r, c) = where.mean(0).tolist()
+        ax.text(c, r, f"{value}", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.set_xticks(range(cols))
+    ax.set_yticks(range(rows))
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("column of C")
+    ax.set_ylabel("row of C")
+    ax.set_title(title or f"which {label} wrote each element", fontsize=10)
+    return fig

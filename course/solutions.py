@@ -64,6 +64,10 @@ def residual_relu(x, residual, out, block_size=1024):
     return out
 
 
+# --- 03 · matmul_kernel: the course's own tiled kernel is the reference -----------------------------
+
+from course.tiled import matmul_kernel  # noqa: E402
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -71,6 +75,7 @@ EXERCISES = {
     "residual_relu_bytes": (("unfused_bytes", "fused_bytes"),
                             "exercises.check_residual_relu_bytes(unfused_bytes, fused_bytes)"),
     "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
+    "matmul_kernel": (("matmul_kernel",), "exercises.check_matmul_kernel(matmul_kernel)"),
 }
 
 

@@ -382,3 +382,52 @@ def test_residual_relu_wrong_answers_get_their_own_messages():
 def test_device_is_the_courses():
     out, _ = elementwise.guarded(3)
     assert out.device.type == torch.device(course.DEVICE).type
+
+
+# --- 03: the tiled matmul kernel ---------------------------------------------------------------------
+
+def _matmul_variant(tmp_path, name, *edits):
+    """The course's matmul_kernel with ``edits`` ((old, new) pairs) applied: a learner's mistake."""
+    import importlib.util
+    import inspect
+
+    from course import tiled
+
+    source = inspect.getsource(tiled.matmul_kernel.fn)
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    path = tmp_path / f"{name}.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n" + source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.matmul_kernel
+
+
+MATMUL_WRONG = {  # label: (edits, words its message must contain)
+    "nothing stored": ([("    c = acc.to(", "    return\n    c = acc.to(")], "nothing was stored"),
+    "one K step": ([("range(0, K, BLOCK_K)", "range(0, BLOCK_K, BLOCK_K)")], "only the first step of K"),
+    "K // BLOCK_K steps": ([("range(0, K, BLOCK_K)", "range(0, (K // BLOCK_K) * BLOCK_K, BLOCK_K)")],
+                           "last, partial step of K is missing"),
+    "no K mask": ([(" & ((k + ks)[None, :] < K)", ""), ("((k + ks)[:, None] < K) & ", "")], "reads past K"),
+    "K as A's row stride": ([("rows[:, None] * stride_am", "rows[:, None] * K")], "compute every address from"),
+    "N as C's row stride": ([("rows[:, None] * stride_cm", "rows[:, None] * N")], "must use stride_cm"),
+    "no store mask": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""", "             )")],
+                      "outside C"),
+    "a float16 accumulator": ([("dtype=tl.float32)", "dtype=tl.float16)"),
+                               ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc, out_dtype=tl.float16)")],
+                              "Accumulate in float32"),
+}
+
+
+def test_matmul_kernel_reference_and_wrong_answers(tmp_path):
+    assert quiet(exercises.check_matmul_kernel, solutions.matmul_kernel).passed
+    table = {label: (_matmul_variant(tmp_path, f"variant_{i}", *edits), words)
+             for i, (label, (edits, words)) in enumerate(MATMUL_WRONG.items())}
+    _assert_wrong_answers_named(exercises.check_matmul_kernel, table)
+
+
+def test_matmul_kernel_misuse():
+    assert "pass the @triton.jit kernel" in quiet(exercises.check_matmul_kernel, solutions.axpy).message
+    assert "keep the signature" in quiet(exercises.check_matmul_kernel, solutions.axpy_kernel).message

@@ -1,0 +1,108 @@
+"""A first tiled matmul (notebook 03): one program per ``BLOCK_M x BLOCK_N`` tile of C, a loop over K.
+
+Each program loads a ``BLOCK_M x BLOCK_K`` block of A and a ``BLOCK_K x BLOCK_N`` block of B per step,
+multiplies them with ``tl.dot`` into a float32 accumulator, and stores its tile once at the end.
+Every address comes from the strides, so transposed and sliced views work as they are; masks
+cover edges that are not multiples of the blocks (rows, columns, and the last step of K)::
+
+    c = matmul(a, b)                      # a (M, K), b (K, N), same floating dtype
+    c = matmul(a.T, b[:, ::2])            # any strides
+
+Notebooks 04 and 05 change the order in which programs take tiles, and the block sizes.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from course import runtime
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # the rows of C (and A) this program owns
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # the columns of C (and B)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # float32 whatever the inputs: K sums stay precise
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rows[:, None] * stride_am + (k + ks)[None, :] * stride_ak,
+                    mask=(rows[:, None] < M) & ((k + ks)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + ks)[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=((k + ks)[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)  # zeros past K add nothing
+    c = acc.to(c_ptr.dtype.element_ty)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, c,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, block_m: int = 64, block_n: int = 64,
+           block_k: int = 32) -> None:
+    """Launch ``kernel`` (``matmul_kernel``'s signature) over every tile of ``c = a @ b``."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
+    kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 64,
+           block_n: int = 64, block_k: int = 32) -> torch.Tensor:
+    """``a @ b`` by :func:`matmul_kernel`, for 2-D ``a`` (M, K) and ``b`` (K, N) of one floating dtype."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise ValueError(f"matmul: {name} must be a 2-D tensor, got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if t.dtype not in DTYPES:
+            raise TypeError(f"matmul: {name} is {t.dtype}; pass float16, bfloat16 or float32 (convert with .to())")
+        if t.device.type != torch.device(runtime.DEVICE).type:
+            raise ValueError(f"matmul: {name} is on {t.device}; move it with .to({runtime.DEVICE!r})")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
+    if a.dtype != b.dtype:
+        raise TypeError(f"matmul: a is {a.dtype} but b is {b.dtype}; convert one with .to()")
+    for name, size in (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)):
+        if size < 16 or size & (size - 1):
+            raise ValueError(f"matmul: {name}={size} must be a power of two, at least 16 (tl.dot's smallest)")
+    M, N = a.shape[0], b.shape[1]
+    if out is None:
+        out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    elif out.shape != (M, N):
+        raise ValueError(f"matmul: out has shape {tuple(out.shape)}, expected ({M}, {N})")
+    if M and N:
+        if a.shape[1] == 0:
+            return out.zero_()
+        launch(matmul_kernel, a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    return out
+
+
+def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, size: int = 64, seed: int = 0):
+    """What a float16 accumulator loses: relative errors of a ``size x K`` by ``K x size`` float16
+    product whose running sum is kept in float16 (rounded after every K step of ``block_k``) or in
+    float32 (rounded once at the end), against float64. One row per K, for a table or a plot.
+
+    Computed with torch on the CPU, a K step at a time as the kernel's loop does, so the figures
+    are the same on every machine.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for K in ks:
+        a = torch.randn(size, K, generator=generator).half()
+        b = torch.randn(K, size, generator=generator).half()
+        ref = a.double() @ b.double()
+        acc16 = torch.zeros(size, size, dtype=torch.float16)
+        acc32 = torch.zeros(size, size, dtype=torch.float32)
+        for k in range(0, K, block_k):
+            step = a[:, k:k + block_k].float() @ b[k:k + block_k].float()  # one tl.dot: exact products, fp32 sum
+            acc16 = (acc16.float() + step).half()
+            acc32 += step
+        error = lambda c: (torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref)).item()  # noqa: E731
+        rows.append({"K": K, "fp16 accumulator": error(acc16), "fp32 accumulator": error(acc32.half())})
+    return rows

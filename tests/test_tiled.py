@@ -1,0 +1,76 @@
+"""course.tiled: the first tiled matmul (notebook 03), against float64, on every edge it has."""
+
+import pytest
+import torch
+
+import course
+from course import plots, tiled
+from course.check import check, poisoned
+
+DEVICE = course.DEVICE
+# bf16 only compiled: the interpreter computes it wrongly (shared/interpreter-notes.md).
+DTYPES = [torch.float16, torch.float32] + ([torch.bfloat16] if not course.INTERPRET else [])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("M, N, K", [(1, 1, 1), (33, 65, 17), (64, 64, 64), (100, 37, 129), (5, 200, 40)])
+def test_matmul_matches_float64(M, N, K, dtype):
+    a = torch.randn(M, K, device=DEVICE, dtype=dtype)
+    b = torch.randn(K, N, device=DEVICE, dtype=dtype)
+    check(f"{M}x{N}x{K}", tiled.matmul(a, b, out=poisoned((M, N), dtype, DEVICE)), a.double() @ b.double())
+
+
+@pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both sliced", "out strided"])
+def test_any_strides(layout):
+    M, N, K = 37, 45, 70
+    a = torch.randn(M, K, device=DEVICE)
+    b = torch.randn(K, N, device=DEVICE)
+    out = None
+    if layout == "a transposed":
+        a = torch.randn(K, M, device=DEVICE).T
+    elif layout == "b transposed":
+        b = torch.randn(N, K, device=DEVICE).T
+    elif layout == "both sliced":
+        a = torch.randn(2 * M, K, device=DEVICE)[::2]
+        b = torch.randn(K, 3 * N, device=DEVICE)[:, ::3]
+    else:
+        out = poisoned((M, 2 * N), torch.float32, DEVICE)[:, ::2]
+    c = tiled.matmul(a, b, out=out)
+    check(layout, c, a.double() @ b.double())
+
+
+def test_block_sizes_and_empty_products():
+    a, b = torch.randn(50, 70, device=DEVICE), torch.randn(70, 30, device=DEVICE)
+    check("16 x 32 x 64 blocks", tiled.matmul(a, b, block_m=16, block_n=32, block_k=64), a.double() @ b.double())
+    assert tiled.matmul(torch.randn(0, 5, device=DEVICE), torch.randn(5, 3, device=DEVICE)).shape == (0, 3)
+    zeros = tiled.matmul(torch.randn(4, 0, device=DEVICE), torch.randn(0, 3, device=DEVICE))
+    assert zeros.shape == (4, 3) and not zeros.any()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: tiled.matmul(a, b.T), "a's columns must equal b's rows"),
+    (lambda a, b: tiled.matmul(a[0], b), "must be a 2-D tensor"),
+    (lambda a, b: tiled.matmul(a.long(), b.long()), "pass float16, bfloat16 or float32"),
+    (lambda a, b: tiled.matmul(a.half(), b), "convert one with .to()"),
+    (lambda a, b: tiled.matmul(a, b, block_k=8), "block_k=8 must be a power of two, at least 16"),
+    (lambda a, b: tiled.matmul(a, b, out=torch.empty(3, 3, device=DEVICE)), "out has shape (3, 3)"),
+    (lambda a, b: tiled.matmul(a, "b"), "b must be a 2-D tensor"),
+])
+def test_bad_input_is_named(call, message):
+    a, b = torch.randn(8, 6, device=DEVICE), torch.randn(6, 4, device=DEVICE)
+    with pytest.raises((ValueError, TypeError), match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(a, b)
+
+
+def test_accumulation_error_grows_with_k_only_in_float16():
+    rows = tiled.accumulation_error(ks=(64, 4096))
+    assert rows[1]["fp16 accumulator"] > 3 * rows[0]["fp16 accumulator"]
+    assert rows[1]["fp32 accumulator"] < 2 * rows[0]["fp32 accumulator"] < 1e-3
+
+
+def test_tile_map_draws_one_label_per_program():
+    owner = torch.arange(6).repeat_interleave(2).reshape(3, 4)
+    fig = plots.tile_map(owner)
+    assert len(fig.axes[0].texts) == 6
+    with pytest.raises(ValueError, match="2-D tensor"):
+        plots.tile_map(torch.arange(3))
