@@ -24,7 +24,6 @@ import inspect
 import io
 import math
 import numbers
-import re
 import textwrap
 from fractions import Fraction
 from typing import Callable
@@ -66,6 +65,10 @@ class _Failed(Exception):
         self.picture = picture
 
 
+class _TimedOut(BaseException):
+    """Raised by :func:`_time_limit` when a check runs too long."""
+
+
 class _NotAttempted(Exception):
     """Raised inside a check for a part still to write (the message says which), or with no message
     for a stub."""
@@ -91,14 +94,18 @@ def _exercise(name: str, what_to_write: str):
             try:
                 if args and all(_is_stub(a) for a in args):
                     raise _NotAttempted
-                verdict = Verdict(name, "passed", body(*args, **kwargs))
+                with _time_limit(_TIME_LIMIT_S):
+                    verdict = Verdict(name, "passed", body(*args, **kwargs))
             except _NotAttempted as pending:
                 what = str(pending) or what_to_write
                 verdict = Verdict(name, "not attempted",
                                   f"not attempted yet. {what}, then run this cell again.\n"
-                                  f"  Stuck? exercises.solution({name!r}) loads the reference solution.")
+                                  f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
             except _Failed as failure:
                 verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
+            except _TimedOut as timeout:
+                verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
+                                                  "your kernel end (a while loop must advance its counter)?")
             _VERDICTS[name] = verdict
             _LAST.append(verdict)
             del _LAST[:-1]
@@ -112,6 +119,35 @@ def _exercise(name: str, what_to_write: str):
         return check
 
     return wrap
+
+
+# Under the interpreter a kernel whose loop never ends would hang the cell: a check gives up after this.
+_TIME_LIMIT_S = 120
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int):
+    """Raise a ✗ if the block runs longer than ``seconds`` (interpreter, main thread, POSIX only:
+    a compiled kernel that hangs cannot be stopped from Python)."""
+    import signal
+    import threading
+
+    usable = (runtime.INTERPRET and hasattr(signal, "SIGALRM")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def give_up(signum, frame):
+        raise _TimedOut(seconds)  # not an Exception: the interpreter and the checks must not catch it
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _show(fig) -> None:
@@ -157,6 +193,10 @@ _ERROR_HINTS = [
     ("arange's range must be a power of 2", "BLOCK_SIZE must be a power of two; the mask handles the rest"),
     ("AssertionError()", "Triton refused an operation without a reason: check the dtypes given to tl.dot (both "
                          "inputs alike, a float32 accumulator)"),
+    ("Cannot make_shape_compatible", "two blocks of different shapes meet: a 2-D block needs 2-D offsets and a "
+                                     "2-D mask, e.g. (rows[:, None] < M) & (cols[None, :] < N)"),
+    ("Loop-carried variable", "a variable changed its type or shape in the loop: start the accumulator as a block "
+                              "of the tile's shape, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"),
 ]
 
 
@@ -243,6 +283,9 @@ def _linear(name: str, fn, what: str, pick=lambda r: r):
         except Exception as err:  # the learner's function raised
             raise _user_error(f"{name}({n})", err) from None
         samples[n] = _per_element(name, fn, what, pick(result), n)
+    if any(samples.values()) and all(abs(v) < n / 100 for n, v in samples.items() if n > 1):
+        raise _Failed(f"{what} is only {float(samples[3 * 2**20]):.3g} for n={3 * 2**20}: count plain units "
+                      "(bytes, FLOPs), not GB, MB or thousands")
     slope = (samples[2000] - samples[1000]) / 1000
     offset = samples[1000] - 1000 * slope
     for n, value in samples.items():
@@ -499,6 +542,10 @@ def _check_elementwise(name: str, fn_name: str, call: Callable, reference: Calla
         raise _Failed(f"{_with(idle[0])} {fn_name} launched no programs at all ({_with(busy)} it launched "
                       f"{busy.programs}): does the grid round up? n // BLOCK_SIZE is 0 when n < BLOCK_SIZE; "
                       "triton.cdiv(n, BLOCK_SIZE) rounds up", _element_picture(idle[0], f"n = {idle[0].n}"))
+    crowded = next((r for r in runs_ if r.n >= 100 and r.programs >= r.n), None)
+    if crowded:
+        raise _Failed(f"{_with(crowded)} {fn_name} launched {crowded.programs} programs, one per element or more: each "
+                      "program handles a whole block, so launch triton.cdiv(n, BLOCK_SIZE) of them")
     other = next((r for r in runs_ if r.returned_other), None)
     if other:
         raise _Failed(f"{fn_name} returned a new tensor: write the result into the `out` argument it is given "
@@ -736,6 +783,8 @@ def check_matmul_kernel(matmul_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``course.tiled.matmul_kernel``: whole
     tiles, ragged rows and columns, a ragged last step of K, transposed and sliced inputs, and a
     long float16 K (which needs a float32 accumulator). The check launches it itself."""
+    if inspect.isfunction(matmul_kernel):
+        raise _Failed("matmul_kernel is a plain Python function: did you forget @triton.jit above its def?")
     if matmul_kernel is None or not (hasattr(matmul_kernel, "fn") and hasattr(matmul_kernel, "arg_names")):
         raise _Failed(f"got {type(matmul_kernel).__name__}: pass the @triton.jit kernel matmul_kernel itself "
                       "(the check launches it)")
@@ -748,8 +797,7 @@ def check_matmul_kernel(matmul_kernel) -> str:
              ("a ragged last step of K (64 x 64 x 40)", 64, 64, 40, {}),
              ("transposed and sliced inputs (48 x 40 x 32)", 48, 40, 32, {"transposed": True}),
              ("float16 with a long K (32 x 32 x 4096)", 32, 32, 4096, {"dtype": torch.float16})]
-    source = _source(matmul_kernel)
-    if re.search(r"tl\.zeros\([^)]*b?float16|out_dtype\s*=\s*tl\.b?float16", source):
+    if _sixteen_bit_accumulator(matmul_kernel):
         raise _Failed("the accumulator is 16-bit: a long sum of K products loses precision in float16. "
                       "Accumulate in float32 (tl.zeros(..., dtype=tl.float32)) and convert once, at the store")
     products = []
@@ -757,7 +805,7 @@ def check_matmul_kernel(matmul_kernel) -> str:
         try:
             products.append(_product(matmul_kernel, what, M, N, K, **options))
         except Exception as err:
-            raise _user_error(f"matmul_kernel, on {what},", err) from None
+            raise _user_error(f"on {what}, your kernel", err) from None
     whole, ragged, k_tail, strided, long_k = products
     _diagnose_whole(whole)
     _diagnose_edges(ragged)
@@ -783,7 +831,44 @@ def check_matmul_kernel(matmul_kernel) -> str:
     if _unmasked_loads(matmul_kernel):
         raise _Failed("the results are right, but a tl.load has no mask: at the edges it reads past the ends "
                       "of A and B, which can fault on a GPU; mask rows, columns and K, with other=0.0")
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        _compiles_for_a_gpu(matmul_kernel)
     return ("right on whole and ragged tiles, a ragged K, transposed and sliced inputs, and a long float16 K")
+
+
+def _sixteen_bit_accumulator(kernel) -> bool:
+    """True if the kernel starts a block of zeros in 16 bits or asks tl.dot for a 16-bit result."""
+    import ast
+
+    try:
+        tree = ast.parse(_source(kernel))
+    except SyntaxError:
+        return False
+    sixteen = lambda node: isinstance(node, ast.Attribute) and node.attr in ("float16", "bfloat16")  # noqa: E731
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("zeros", "full") and (any(sixteen(a) for a in node.args[1:]) or any(
+                    k.arg == "dtype" and sixteen(k.value) for k in node.keywords)):
+                return True
+            if node.func.attr == "dot" and any(k.arg == "out_dtype" and sixteen(k.value) for k in node.keywords):
+                return True
+    return False
+
+
+def _compiles_for_a_gpu(kernel) -> None:
+    """Build the kernel for an H100 (course.compile, in a separate process); a ✗ with the compiler's
+    words if it refuses."""
+    from course.compile import build
+
+    a = torch.empty(64, 64, dtype=torch.float16)
+    try:
+        build(kernel, a, a, a, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    except RuntimeError as err:
+        lines = [line for line in str(err).splitlines()[1:] if line.strip()]
+        reason = next((line.strip() for line in reversed(lines) if "Error" in line or "error" in line), lines[-1:])
+        hint = next((h for pattern, h in _ERROR_HINTS if pattern in str(err)), "")
+        raise _Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
+                      + (f"\n  hint: {hint}" if hint else "")) from None
 
 
 def _diagnose_whole(p: _Product) -> None:
@@ -798,14 +883,38 @@ def _diagnose_whole(p: _Product) -> None:
     if p.close(p.ref):
         return
     bk = _MM_BLOCKS["block_k"]
-    if p.close(p.a[:, :bk].double().cpu() @ p.b[:bk].double().cpu()):
+    a, b, K = p.a.double().cpu(), p.b.double().cpu(), p.a.shape[1]
+    if p.close(a[:, :bk] @ b[:bk]):
         raise _Failed(f"on {p.what}: only the first step of K counts. Loop over K and add every step into the "
                       "accumulator: acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)")
+    if p.close(a[:, K - bk:] @ b[K - bk:]):
+        raise _Failed(f"on {p.what}: only the last step of K counts: each step replaced the accumulator. Add "
+                      "into it: acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)")
+    overlapping = sum(a[:, s:s + bk] @ b[s:s + bk] for s in range(K // bk))
+    if p.close(overlapping):
+        raise _Failed(f"on {p.what}: the steps of K overlap: step k starts at k * BLOCK_K, not at k (or loop "
+                      "with range(0, K, BLOCK_K) and use k itself)")
     if p.close(p.ref.T.contiguous()):
         raise _Failed(f"on {p.what}: C comes out transposed: rows go with stride_cm, columns with stride_cn")
     raise _Failed(f"on {p.what}: wrong values. A's element (i, k) is at a_ptr + i * stride_am + k * stride_ak, "
                   "B's (k, j) at b_ptr + k * stride_bk + j * stride_bn: rows of A go down [:, None], "
                   "columns of B across [None, :]")
+
+
+def _which_missing(p: _Product) -> str:
+    """Why some of C was not stored, judged from which elements are missing."""
+    M, N = p.out.shape
+    bm, bn = _MM_BLOCKS["block_m"], _MM_BLOCKS["block_n"]
+    missing = torch.isnan(p.out).cpu()
+    rows, cols = torch.arange(M)[:, None], torch.arange(N)[None, :]
+    swapped = (rows < min(M, -(-N // bn) * bm)) & (cols < min(N, -(-M // bm) * bn))
+    if torch.equal(missing, ~swapped.expand(M, N)):
+        return ("The grid is (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)): rows come from tl.program_id(0), columns "
+                "from tl.program_id(1); yours are swapped")
+    if torch.equal(missing, (cols >= min(M, N)).expand(M, N)) or torch.equal(missing, (rows >= min(M, N)).expand(M, N)):
+        return "The store's mask compares rows with N or columns with M: rows < M, columns < N"
+    return ("Check the store's mask, (rows < M)[:, None] & (columns < N)[None, :], and that rows come from "
+            "tl.program_id(0), columns from tl.program_id(1)")
 
 
 def _diagnose_edges(p: _Product) -> None:
@@ -814,10 +923,11 @@ def _diagnose_edges(p: _Product) -> None:
     if p.spill and not unwritten:
         raise _Failed(f"on {p.what}: the store wrote {_count(p.spill, 'element')} outside C (past its last row or "
                       "column). Mask it with (rows < M)[:, None] & (columns < N)[None, :]")
+    if unwritten and p.spill:
+        raise _Failed(f"on {p.what}: the store puts values in the wrong places, some outside C: C's rows here are "
+                      "longer than N, so use stride_cm and stride_cn, never N")
     if unwritten:
-        raise _Failed(f"on {p.what}: {unwritten} elements of C were never stored, though whole tiles are: the "
-                      "store must use stride_cm and stride_cn (C's rows here are longer than N), and the grid "
-                      "covers the edge tiles")
+        raise _Failed(f"on {p.what}: {unwritten} elements of C were never stored. {_which_missing(p)}")
     if not p.close(p.ref):
         raise _Failed(f"on {p.what}: wrong values at the edges. Mask the loads too (A's rows < M, B's columns "
                       "< N) with other=0.0, and use the strides of A, B and C")

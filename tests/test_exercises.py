@@ -179,6 +179,7 @@ SAXPY_WRONG = {  # a typical wrong answer -> words its message must contain
     "one number": (lambda n: 12 * n, "return a pair"),
     "a string": (lambda n: (2 * n, "lots"), "return a number"),
     "raises": (lambda n: 1 / 0, "raised ZeroDivisionError"),
+    "gigabytes": (lambda n: (2 * n, 12 * n / 1e9), "not GB, MB or thousands"),
 }
 
 
@@ -277,6 +278,8 @@ AXPY_WRONG = {
     "a fixed stride": (_launch(_axpy_fixed_stride, 512), "with the BLOCK_SIZE the grid was computed with"),
     "unmasked loads": (_launch(_axpy_unmasked_loads), "tl.load without a mask"),
     "alpha as a constexpr": (_launch(_axpy_constexpr_alpha), "alpha is a tl.constexpr"),
+    "one program per element": (lambda a, x, y, out: solutions.axpy_kernel[(x.numel(),)](
+        a, x, y, out, x.numel(), BLOCK_SIZE=64), "one per element or more"),
     "grid as an int": (lambda a, x, y, out: _axpy_kernel[triton.cdiv(x.numel(), 256)](a, x, y, out, x.numel(),
                                                                                       BLOCK=256, MODE=0),
                        "the launch grid is a tuple"),
@@ -412,12 +415,18 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
                            "last, partial step of K is missing"),
     "no K mask": ([(" & ((k + ks)[None, :] < K)", ""), ("((k + ks)[:, None] < K) & ", "")], "reads past K"),
     "K as A's row stride": ([("rows[:, None] * stride_am", "rows[:, None] * K")], "compute every address from"),
-    "N as C's row stride": ([("rows[:, None] * stride_cm", "rows[:, None] * N")], "must use stride_cm"),
+    "N as C's row stride": ([("rows[:, None] * stride_cm", "rows[:, None] * N")], "use stride_cm and stride_cn, never N"),
     "no store mask": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""", "             )")],
                       "outside C"),
-    "a float16 accumulator": ([("dtype=tl.float32)", "dtype=tl.float16)"),
-                               ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc, out_dtype=tl.float16)")],
-                              "Accumulate in float32"),
+    "a float16 accumulator": ([("dtype=tl.float32)", "dtype=tl.float16)")], "Accumulate in float32"),
+    "only the last K step": ([("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b)")], "only the last step of K"),
+    "program ids swapped": ([("pid_m = tl.program_id(0)", "pid_m = tl.program_id(1)"),
+                             ("pid_n = tl.program_id(1)", "pid_n = tl.program_id(0)")], "yours are swapped"),
+    "columns masked with M": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
+                                """             mask=(rows[:, None] < M) & (cols[None, :] < M))""")],
+                              "compares rows with N or columns with M"),
+    "a scalar accumulator": ([("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = 0.0"),
+                              ("acc = tl.dot(a, b, acc)", "acc += tl.dot(a, b)")], "cannot compile it for a GPU"),
 }
 
 
@@ -429,5 +438,15 @@ def test_matmul_kernel_reference_and_wrong_answers(tmp_path):
 
 
 def test_matmul_kernel_misuse():
-    assert "pass the @triton.jit kernel" in quiet(exercises.check_matmul_kernel, solutions.axpy).message
+    assert "did you forget @triton.jit" in quiet(exercises.check_matmul_kernel, solutions.axpy).message
+    assert "pass the @triton.jit kernel" in quiet(exercises.check_matmul_kernel, 3).message
     assert "keep the signature" in quiet(exercises.check_matmul_kernel, solutions.axpy_kernel).message
+
+
+def test_a_kernel_that_never_ends_is_stopped(monkeypatch, tmp_path):
+    if not course.INTERPRET:
+        pytest.skip("a compiled kernel that hangs cannot be stopped from Python")
+    monkeypatch.setattr(exercises, "_TIME_LIMIT_S", 2)
+    kernel = _matmul_variant(tmp_path, "endless", ("for k in range(0, K, BLOCK_K):", "k = 0\n    while k < K:"))
+    verdict = quiet(exercises.check_matmul_kernel, kernel)
+    assert verdict.status == "failed" and "gave up after 2 s" in verdict.message
