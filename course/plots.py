@@ -221,3 +221,35 @@ def tile_map(owner, *, title: str = "", label: str = "program"):
     ax.set_ylabel("row of C")
     ax.set_title(title or f"which {label} wrote each element", fontsize=10)
     return fig
+
+
+def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
+    """Side by side, the launch index of every tile for each order in ``orders`` ({label: 2-D tensor
+    from course.tiled.order_map}); with ``wave``, the tiles of the first wave (the first ``wave``
+    programs, one per SM) tinted red. Small grids get the index written in each tile."""
+    import torch
+
+    if not orders:
+        raise ValueError("launch_orders(orders): pass at least one {label: order map} entry")
+    fig, axes = plt.subplots(1, len(orders), figsize=(4.6 * len(orders), 4.4), layout="constrained", squeeze=False)
+    for ax, (label, order) in zip(axes[0], orders.items()):
+        order = torch.as_tensor(order).cpu()
+        rows, cols = order.shape
+        image = ax.imshow(order.numpy(), cmap="viridis", interpolation="nearest")
+        if rows * cols <= 256:
+            for (r, c), value in zip(itertools.product(range(rows), range(cols)), order.flatten().tolist()):
+                ax.text(c, r, str(value), ha="center", va="center", fontsize=7,
+                        color="white" if value < order.max() / 2 else "black")
+        if wave:  # tint the first wave's tiles red
+            from matplotlib.colors import ListedColormap
+
+            first = ((order >= 0) & (order < wave)).numpy()
+            ax.imshow(np.ma.masked_where(~first, first), cmap=ListedColormap(["red"]), alpha=0.5,
+                      interpolation="nearest")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("tile column (pid_n)")
+        ax.set_ylabel("tile row (pid_m)")
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="launch order (program id)")
+    if title:
+        fig.suptitle(title + (f"; red: the first {wave} programs, running at once" if wave else ""))
+    return fig

@@ -64,9 +64,9 @@ def residual_relu(x, residual, out, block_size=1024):
     return out
 
 
-# --- 03 · matmul_kernel: the course's own tiled kernel is the reference -----------------------------
+# --- 03 · matmul_kernel and 04 · grouped_tile: the course's own functions are the references ------
 
-from course.tiled import matmul_kernel  # noqa: E402
+from course.tiled import grouped_tile, matmul_kernel  # noqa: E402
 
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
@@ -76,6 +76,7 @@ EXERCISES = {
                             "exercises.check_residual_relu_bytes(unfused_bytes, fused_bytes)"),
     "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
     "matmul_kernel": (("matmul_kernel",), "exercises.check_matmul_kernel(matmul_kernel)"),
+    "grouped_tile": (("grouped_tile",), "exercises.check_grouped_tile(grouped_tile)"),
 }
 
 

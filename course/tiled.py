@@ -106,3 +106,76 @@ def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, si
         error = lambda c: (torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref)).item()  # noqa: E731
         rows.append({"K": K, "fp16 accumulator": error(acc16), "fp32 accumulator": error(acc32.half())})
     return rows
+
+
+# --- notebook 04: the order in which programs take tiles -----------------------------------------------
+
+@triton.jit
+def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """The tile ``(pid_m, pid_n)`` of program ``pid`` in grouped order: programs sweep GROUP_M rows of
+    tiles column by column, then the next GROUP_M rows. GROUP_M = 1 is plain row-major order."""
+    tiles_per_group = GROUP_M * num_pid_n
+    group = pid // tiles_per_group
+    first_m = group * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)  # the last group may have fewer rows
+    pid_m = first_m + (pid % tiles_per_group) % group_m
+    pid_n = (pid % tiles_per_group) // group_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _launch_order_kernel(m_ptr, n_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, MAPPING: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = MAPPING(pid, num_pid_m, num_pid_n, GROUP_M)
+    tl.store(m_ptr + pid, pid_m)
+    tl.store(n_ptr + pid, pid_n)
+
+
+def launch_order(num_pid_m: int, num_pid_n: int, group_m: int, mapping=grouped_tile):
+    """Run ``mapping`` (a ``@triton.jit`` function like :func:`grouped_tile`) in a kernel, once per
+    program, and return the tile of each program: ``(pid_m, pid_n)``, two tensors indexed by pid.
+    The pictures of notebook 04 are drawn from this, so they show what the kernel really does."""
+    if num_pid_m < 1 or num_pid_n < 1 or group_m < 1:
+        raise ValueError(f"launch_order({num_pid_m}, {num_pid_n}, group_m={group_m}): all must be >= 1")
+    programs = num_pid_m * num_pid_n
+    pid_m = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
+    pid_n = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
+    _launch_order_kernel[(programs,)](pid_m, pid_n, num_pid_m, num_pid_n, GROUP_M=group_m, MAPPING=mapping)
+    return pid_m.cpu(), pid_n.cpu()
+
+
+def order_map(pid_m: torch.Tensor, pid_n: torch.Tensor, num_pid_m: int, num_pid_n: int) -> torch.Tensor:
+    """The launch index of every tile (``num_pid_m x num_pid_n``); -1 where no program took the tile
+    (where several did, the last one)."""
+    order = torch.full((num_pid_m, num_pid_n), -1, dtype=torch.int64)
+    inside = (pid_m >= 0) & (pid_m < num_pid_m) & (pid_n >= 0) & (pid_n < num_pid_n)
+    pids = torch.arange(len(pid_m))[inside]
+    order[pid_m[inside].long(), pid_n[inside].long()] = pids
+    return order
+
+
+def wave_footprint(pid_m: torch.Tensor, pid_n: torch.Tensor, wave: int) -> dict:
+    """What the first ``wave`` programs (one per SM) need at once: the distinct row blocks of A and
+    column blocks of B they read. Each block is a strip of K columns (rows), so fewer blocks mean
+    fewer bytes that must stay in L2 for the wave to reuse them."""
+    first_m, first_n = pid_m[:wave], pid_n[:wave]
+    a_blocks, b_blocks = len(torch.unique(first_m)), len(torch.unique(first_n))
+    return {"programs": min(wave, len(pid_m)), "A row blocks": a_blocks, "B column blocks": b_blocks,
+            "blocks in all": a_blocks + b_blocks}
+
+
+@triton.jit
+def _swizzle_order_kernel(m_ptr, n_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = tl.swizzle2d(pid // num_pid_n, pid % num_pid_n, num_pid_m, num_pid_n, GROUP_M)
+    tl.store(m_ptr + pid, pid_m)
+    tl.store(n_ptr + pid, pid_n)
+
+
+def swizzle2d_order(num_pid_m: int, num_pid_n: int, group_m: int):
+    """Like :func:`launch_order`, with Triton's built-in ``tl.swizzle2d`` remapping a row-major order."""
+    programs = num_pid_m * num_pid_n
+    pid_m = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
+    pid_n = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
+    _swizzle_order_kernel[(programs,)](pid_m, pid_n, num_pid_m, num_pid_n, GROUP_M=group_m)
+    return pid_m.cpu(), pid_n.cpu()

@@ -450,3 +450,72 @@ def test_a_kernel_that_never_ends_is_stopped(monkeypatch, tmp_path):
     kernel = _matmul_variant(tmp_path, "endless", ("for k in range(0, K, BLOCK_K):", "k = 0\n    while k < K:"))
     verdict = quiet(exercises.check_matmul_kernel, kernel)
     assert verdict.status == "failed" and "gave up after 2 s" in verdict.message
+
+
+# --- 04: the grouped launch order ---------------------------------------------------------------------
+
+@triton.jit
+def _order(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr):
+    if MISTAKE == 1:  # row-major: GROUP_M unused
+        return pid // num_pid_n, pid % num_pid_n
+    if MISTAKE == 2:  # column-major over the whole grid
+        return pid % num_pid_m, pid // num_pid_m
+    if MISTAKE == 3:  # the same tile for several programs
+        return pid % num_pid_m, pid % num_pid_n
+    tiles_per_group = GROUP_M * num_pid_n
+    first_m = (pid // tiles_per_group) * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    if MISTAKE == 4:  # forgets that the last group may be shorter
+        group_m = GROUP_M
+    pid_m = first_m + (pid % tiles_per_group) % group_m
+    pid_n = (pid % tiles_per_group) // group_m
+    if MISTAKE == 5:  # forgets the group's first row
+        pid_m = (pid % tiles_per_group) % group_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _row_major(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 1)
+
+
+@triton.jit
+def _column_major(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 2)
+
+
+@triton.jit
+def _collisions(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 3)
+
+
+@triton.jit
+def _no_short_group(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 4)
+
+
+@triton.jit
+def _no_first_row(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 5)
+
+
+@triton.jit
+def _wrong_arguments(pid, num_pid_m, GROUP_M: tl.constexpr):
+    return pid, pid
+
+
+ORDER_WRONG = {
+    "row-major": (_row_major, "row-major order: GROUP_M is not used"),
+    "column-major": (_column_major, "column-major order over the whole grid"),
+    "collisions": (_collisions, "taken by several programs"),
+    "no short last group": (_no_short_group, "the last group has fewer rows"),
+    "no first row": (_no_first_row, "taken by several programs"),
+    "wrong signature": (_wrong_arguments, "keep the signature"),
+    "no @triton.jit": (_order.fn, "did you forget @triton.jit"),
+}
+
+
+def test_grouped_tile_reference_and_wrong_answers():
+    assert quiet(exercises.check_grouped_tile, solutions.grouped_tile).passed
+    _assert_wrong_answers_named(exercises.check_grouped_tile, ORDER_WRONG,
+                                same_mistake={"no first row"})

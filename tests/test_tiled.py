@@ -74,3 +74,36 @@ def test_tile_map_draws_one_label_per_program():
     assert len(fig.axes[0].texts) == 6
     with pytest.raises(ValueError, match="2-D tensor"):
         plots.tile_map(torch.arange(3))
+
+
+# --- notebook 04: launch orders ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("num_pid_m, num_pid_n, group_m", [(6, 9, 3), (5, 7, 2), (1, 4, 8), (9, 1, 2), (32, 32, 8)])
+def test_grouped_order_is_a_permutation_and_matches_swizzle2d(num_pid_m, num_pid_n, group_m):
+    pid_m, pid_n = tiled.launch_order(num_pid_m, num_pid_n, group_m)
+    tiles = pid_m.long() * num_pid_n + pid_n.long()
+    assert sorted(tiles.tolist()) == list(range(num_pid_m * num_pid_n))
+    swizzled = tiled.swizzle2d_order(num_pid_m, num_pid_n, group_m)
+    assert torch.equal(pid_m, swizzled[0]) and torch.equal(pid_n, swizzled[1])
+
+
+def test_group_of_one_row_is_row_major():
+    pid_m, pid_n = tiled.launch_order(4, 6, 1)
+    pids = torch.arange(24)
+    assert torch.equal(pid_m.long(), pids // 6) and torch.equal(pid_n.long(), pids % 6)
+
+
+def test_order_map_and_wave_footprint():
+    order = tiled.order_map(*tiled.launch_order(6, 9, 3), 6, 9)
+    assert order[0, :4].tolist() == [0, 3, 6, 9] and order[:3, 0].tolist() == [0, 1, 2]
+    assert tiled.wave_footprint(*tiled.launch_order(6, 9, 1), 12)["blocks in all"] == 11
+    assert tiled.wave_footprint(*tiled.launch_order(6, 9, 3), 12)["blocks in all"] == 7
+    with pytest.raises(ValueError, match="all must be >= 1"):
+        tiled.launch_order(0, 3, 1)
+
+
+def test_launch_orders_plot_tints_the_first_wave():
+    fig = plots.launch_orders({"row-major": tiled.order_map(*tiled.launch_order(3, 4, 1), 3, 4)}, wave=5)
+    assert len(fig.axes[0].images) == 2 and len(fig.axes[0].texts) == 12
+    with pytest.raises(ValueError, match="at least one"):
+        plots.launch_orders({})
