@@ -13,7 +13,7 @@ Everything else lives in a module of its own:
 * ``course.gemm``     -- ``matmul`` / ``matmul_int8`` launchers built on stages (persistent, Stream-K)
 * ``course.bench``    -- ``python -m course.bench gemm|copy|plot``: the benchmark against cuBLAS
 * ``course.elementwise`` -- guarded buffers and size sweeps of notebooks 01-02
-* ``course.tiled``    -- the first tiled matmul and its launch orders (notebooks 03-04)
+* ``course.tiled``    -- the first tiled matmul, its launch orders and costs (notebooks 03-05)
 * ``course.compile``  -- ``build(kernel, *args, **constexprs)``: a kernel's stages for an H100, on any machine
 * ``course.exercises``, ``course.solutions`` -- the exercise checks, and the reference solutions
 * ``course.lab``      -- ``python -m course.lab``: what ``make lab`` runs

@@ -34,7 +34,7 @@ from course import runtime
 from course.elementwise import describe_runs, guarded, overwritten_guard, unwritten
 
 __all__ = ["check_saxpy_cost", "check_axpy", "check_residual_relu_bytes", "check_residual_relu",
-           "check_matmul_kernel", "check_grouped_tile", "solution", "last", "yours_or_reference", "Verdict"]
+           "check_matmul_kernel", "check_grouped_tile", "check_wave_count", "solution", "last", "yours_or_reference", "Verdict"]
 
 
 # --- verdicts -----------------------------------------------------------------------------------
@@ -1000,3 +1000,51 @@ def _order_hint(mine, reference, num_pid_m: int, num_pid_n: int, group_m: int) -
                 "min(num_pid_m - first_m, GROUP_M), and both the row and the column come from it")
     return (f"Program {first} takes tile ({int(mine[0][first])}, {int(mine[1][first])}); in grouped order, "
             "consecutive programs go down the GROUP_M rows of their group, then one column right")
+
+
+# --- 05: waves --------------------------------------------------------------------------------------
+
+# The last two fill their last wave exactly: 12 x 11 and 27 x 4 tiles.
+_WAVE_CASES = [(4096, 4096, 128, 128, 132), (3072, 3072, 128, 128, 132), (1000, 1000, 128, 128, 132),
+               (4096, 4096, 128, 256, 132), (300, 5000, 64, 128, 108), (1536, 1408, 128, 128, 132),
+               (3456, 512, 128, 128, 108)]
+
+
+@_exercise("wave_count", "Fill in the body of wave_count above: return (tiles, waves, idle SMs in the last wave)")
+def check_wave_count(wave_count) -> str:
+    """Check ``wave_count(M, N, block_m, block_n, sms) -> (tiles, waves, idle)``: the tiles of an
+    ``M x N`` output, the waves they take on ``sms`` SMs (one tile per SM at a time), and the SMs
+    left idle in the last wave (0 when it is full)."""
+    from course import tiled
+
+    _callable("wave_count", wave_count, ("M", "N", "block_m", "block_n", "sms"))
+    for M, N, bm, bn, sms in _WAVE_CASES:
+        call = f"wave_count({M}, {N}, {bm}, {bn}, {sms})"
+        try:
+            got = wave_count(M, N, bm, bn, sms)
+        except Exception as err:
+            raise _user_error(call, err) from None
+        if not (isinstance(got, (tuple, list)) and len(got) == 3):
+            raise _Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Real) for v in got):
+            raise _Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
+        tiles, count, idle = got
+        want = tiled.waves(M, N, bm, bn, sms)
+        if tiles != want["tiles"]:
+            edge = M % bm or N % bn
+            hint = ("a tile is whole or not at all: the tiles that hang over the edge count too, so round "
+                    "up (triton.cdiv, or -(-M // block_m))" if edge and tiles < want["tiles"] else
+                    "count the tiles along M and along N separately, then multiply")
+            if isinstance(tiles, float) and not float(tiles).is_integer():
+                hint = "tiles come in whole numbers: divide with rounding up, per dimension"
+            raise _Failed(f"{call} gives {tiles} tiles: {hint}")
+        if count != want["waves"]:
+            hint = ("the last, partial wave still takes a whole wave's time: round up" if count < want["waves"]
+                    else "a wave is `sms` tiles at once: divide the tiles by the SMs, rounding up")
+            raise _Failed(f"{call} gives {count} waves: {hint}")
+        if idle != want["idle in the last wave"]:
+            hint = ("when the tiles fill the last wave exactly, no SM is idle" if want["idle in the last wave"] == 0
+                    else "the last wave holds the tiles left after the full waves (tiles % sms); the rest of the "
+                         "SMs wait")
+            raise _Failed(f"{call} gives {idle} idle SMs: {hint}")
+    return f"right on {len(_WAVE_CASES)} shapes"

@@ -253,3 +253,32 @@ def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
     if title:
         fig.suptitle(title + (f"; red: the first {wave} programs, running at once" if wave else ""))
     return fig
+
+
+def wave_fill(shapes: dict, *, sms: int, title: str = ""):
+    """One bar per problem (``shapes`` maps a label to :func:`course.tiled.waves` output): the waves
+    of tiles over ``sms`` SMs, full waves solid, the last wave's busy part lighter and its idle part
+    hatched. The hatched area is GPU time spent waiting for the slowest wave."""
+    from matplotlib.patches import Patch
+
+    if not shapes:
+        raise ValueError("wave_fill(shapes): pass at least one {label: waves(...)} entry")
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.55 * len(shapes)), layout="constrained")
+    for row, (label, w) in enumerate(shapes.items()):
+        full = w["waves"] - (w["idle in the last wave"] > 0)
+        ax.barh(row, full, color="tab:blue", edgecolor="white")
+        if w["idle in the last wave"]:
+            busy = w["busy in the last wave"] / sms
+            ax.barh(row, busy, left=full, color="tab:orange", edgecolor="white")
+            ax.barh(row, 1 - busy, left=full + busy, color="white", edgecolor="gray", hatch="///")
+        ax.text(w["waves"] + 0.1, row, f"{w['tiles']} tiles, {w['efficiency']:.0%} of the SM time busy",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(shapes)), list(shapes))
+    ax.invert_yaxis()
+    ax.set_xlabel(f"waves of {sms} programs")
+    ax.set_xlim(0, max(w["waves"] for w in shapes.values()) * 1.6 + 1)
+    ax.legend(handles=[Patch(color="tab:blue", label="full waves"), Patch(color="tab:orange", label="last wave, busy"),
+                       Patch(facecolor="white", edgecolor="gray", hatch="///", label="last wave, idle")],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig

@@ -68,6 +68,15 @@ def residual_relu(x, residual, out, block_size=1024):
 
 from course.tiled import grouped_tile, matmul_kernel  # noqa: E402
 
+# --- 05 · wave_count ------------------------------------------------------------------------------------
+
+def wave_count(M, N, block_m, block_n, sms):
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)  # edge tiles count whole
+    waves = triton.cdiv(tiles, sms)  # a partial last wave takes a whole wave's time
+    idle = (sms - tiles % sms) % sms  # 0 when the last wave is full
+    return tiles, waves, idle
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -77,6 +86,7 @@ EXERCISES = {
     "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
     "matmul_kernel": (("matmul_kernel",), "exercises.check_matmul_kernel(matmul_kernel)"),
     "grouped_tile": (("grouped_tile",), "exercises.check_grouped_tile(grouped_tile)"),
+    "wave_count": (("wave_count",), "exercises.check_wave_count(wave_count)"),
 }
 
 

@@ -179,3 +179,20 @@ def swizzle2d_order(num_pid_m: int, num_pid_n: int, group_m: int):
     pid_n = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
     _swizzle_order_kernel[(programs,)](pid_m, pid_n, num_pid_m, num_pid_n, GROUP_M=group_m)
     return pid_m.cpu(), pid_n.cpu()
+
+
+# --- notebook 05: what a configuration costs --------------------------------------------------------
+
+def shared_bytes(block_m: int, block_n: int, block_k: int, stages: int, element_bytes: int = 2) -> int:
+    """Shared memory the pipelined loop of :func:`matmul_kernel` holds: ``stages`` buffers of one
+    ``block_m x block_k`` block of A and one ``block_k x block_n`` block of B."""
+    return stages * (block_m * block_k + block_k * block_n) * element_bytes
+
+
+def waves(M: int, N: int, block_m: int, block_n: int, sms: int) -> dict:
+    """How ``M x N`` tiles of ``block_m x block_n`` fall on ``sms`` SMs, one tile per SM at a time:
+    the tiles, the waves (the last one possibly partial), and how full the last wave is."""
+    tiles = -(-M // block_m) * -(-N // block_n)
+    full, rest = divmod(tiles, sms)
+    return {"tiles": tiles, "waves": full + (rest > 0), "busy in the last wave": rest or sms,
+            "idle in the last wave": (sms - rest) if rest else 0, "efficiency": tiles / ((full + (rest > 0)) * sms)}

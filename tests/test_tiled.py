@@ -107,3 +107,30 @@ def test_launch_orders_plot_tints_the_first_wave():
     assert len(fig.axes[0].images) == 2 and len(fig.axes[0].texts) == 12
     with pytest.raises(ValueError, match="at least one"):
         plots.launch_orders({})
+
+
+# --- notebook 05: costs of a configuration -----------------------------------------------------------
+
+def test_shared_bytes_is_what_the_compiler_allocates_for_an_h100():
+    from course.compile import build
+
+    a = torch.empty(1024, 1024, dtype=torch.float16)
+    args = (a, a, a, 1024, 1024, 1024, *a.stride(), *a.stride(), *a.stride())
+    h100 = build(tiled.matmul_kernel, *args, BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=4)
+    assert h100.asm["shared"] == tiled.shared_bytes(128, 64, 32, 4) == 4 * (128 * 32 + 32 * 64) * 2
+
+
+@pytest.mark.parametrize("M, N, tiles, waves, idle", [(3072, 3072, 576, 5, 84), (1536, 1408, 132, 1, 0),
+                                                      (1000, 1000, 64, 1, 68), (129, 1, 2, 1, 130)])
+def test_waves(M, N, tiles, waves, idle):
+    w = tiled.waves(M, N, 128, 128, 132)
+    assert (w["tiles"], w["waves"], w["idle in the last wave"]) == (tiles, waves, idle)
+    assert w["efficiency"] == pytest.approx(tiles / (waves * 132))
+
+
+def test_wave_fill_draws_a_bar_per_shape():
+    fig = plots.wave_fill({"3072": tiled.waves(3072, 3072, 128, 128, 132),
+                           "full": tiled.waves(1536, 1408, 128, 128, 132)}, sms=132)
+    assert len(fig.axes[0].patches) == 3 + 1  # full, busy and idle parts; one full bar
+    with pytest.raises(ValueError, match="at least one"):
+        plots.wave_fill({}, sms=132)
