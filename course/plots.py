@@ -225,8 +225,9 @@ def tile_map(owner, *, title: str = "", label: str = "program"):
 
 def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
     """Side by side, the launch index of every tile for each order in ``orders`` ({label: 2-D tensor
-    from course.tiled.order_map}); with ``wave``, the tiles of the first wave (the first ``wave``
-    programs, one per SM) tinted red. Small grids get the index written in each tile."""
+    from course.tiled.order_map}; "none" where no program took the tile, the last program where
+    several did); with ``wave``, the tiles of the first wave (the first ``wave`` programs, one per
+    SM) tinted red. Small grids get the index written in each tile."""
     import torch
 
     if not orders:
@@ -235,11 +236,16 @@ def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
     for ax, (label, order) in zip(axes[0], orders.items()):
         order = torch.as_tensor(order).cpu()
         rows, cols = order.shape
-        image = ax.imshow(order.numpy(), cmap="viridis", interpolation="nearest")
+        cmap = plt.get_cmap("viridis").copy()
+        cmap.set_bad("white")  # tiles no program took (-1)
+        image = ax.imshow(np.ma.masked_less(order.numpy(), 0), cmap=cmap, interpolation="nearest",
+                          vmin=0, vmax=max(int(order.max()), 1))
         if rows * cols <= 256:
             for (r, c), value in zip(itertools.product(range(rows), range(cols)), order.flatten().tolist()):
-                ax.text(c, r, str(value), ha="center", va="center", fontsize=7,
-                        color="white" if value < order.max() / 2 else "black")
+                ax.text(c, r, str(value) if value >= 0 else "none", ha="center", va="center", fontsize=7,
+                        color="white" if 0 <= value < order.max() / 2 else "black")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)
         if wave:  # tint the first wave's tiles red
             from matplotlib.colors import ListedColormap
 

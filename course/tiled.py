@@ -154,6 +154,13 @@ def order_map(pid_m: torch.Tensor, pid_n: torch.Tensor, num_pid_m: int, num_pid_
     return order
 
 
+def waves_footprint(pid_m: torch.Tensor, pid_n: torch.Tensor, wave: int) -> dict:
+    """:func:`wave_footprint` of every whole wave (``wave`` programs after another), averaged:
+    the first wave alone can flatter an order."""
+    counts = [wave_footprint(pid_m[start:], pid_n[start:], wave) for start in range(0, len(pid_m) - wave + 1, wave)]
+    return {key: sum(c[key] for c in counts) / len(counts) for key in counts[0]} | {"waves": len(counts)}
+
+
 def wave_footprint(pid_m: torch.Tensor, pid_n: torch.Tensor, wave: int) -> dict:
     """What the first ``wave`` programs (one per SM) need at once: the distinct row blocks of A and
     column blocks of B they read. Each block is a strip of K columns (rows), so fewer blocks mean

@@ -504,12 +504,25 @@ def _wrong_arguments(pid, num_pid_m, GROUP_M: tl.constexpr):
     return pid, pid
 
 
+@triton.jit
+def _swapped(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    pid_m, pid_n = _order(pid, num_pid_m, num_pid_n, GROUP_M, 0)
+    return pid_n, pid_m
+
+
+@triton.jit
+def _one_value(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    return pid // num_pid_n
+
+
 ORDER_WRONG = {
     "row-major": (_row_major, "row-major order: GROUP_M is not used"),
     "column-major": (_column_major, "column-major order over the whole grid"),
     "collisions": (_collisions, "taken by several programs"),
     "no short last group": (_no_short_group, "the last group has fewer rows"),
-    "no first row": (_no_first_row, "taken by several programs"),
+    "no first row": (_no_first_row, "stays in the first GROUP_M rows"),
+    "swapped": (_swapped, "pid_m and pid_n are swapped"),
+    "one value": (_one_value, "return both"),
     "wrong signature": (_wrong_arguments, "keep the signature"),
     "no @triton.jit": (_order.fn, "did you forget @triton.jit"),
 }
@@ -517,8 +530,7 @@ ORDER_WRONG = {
 
 def test_grouped_tile_reference_and_wrong_answers():
     assert quiet(exercises.check_grouped_tile, solutions.grouped_tile).passed
-    _assert_wrong_answers_named(exercises.check_grouped_tile, ORDER_WRONG,
-                                same_mistake={"no first row"})
+    _assert_wrong_answers_named(exercises.check_grouped_tile, ORDER_WRONG)
 
 
 # --- 05: waves ----------------------------------------------------------------------------------------

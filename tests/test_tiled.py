@@ -100,6 +100,8 @@ def test_order_map_and_wave_footprint():
     assert tiled.wave_footprint(*tiled.launch_order(6, 9, 3), 12)["blocks in all"] == 7
     with pytest.raises(ValueError, match="all must be >= 1"):
         tiled.launch_order(0, 3, 1)
+    average = tiled.waves_footprint(*tiled.launch_order(32, 32, 8), 132)
+    assert average["waves"] == 7 and 25 < average["blocks in all"] < 37
 
 
 def test_launch_orders_plot_tints_the_first_wave():
