@@ -391,12 +391,17 @@ def test_device_is_the_courses():
 
 def _matmul_variant(tmp_path, name, *edits):
     """The course's matmul_kernel with ``edits`` ((old, new) pairs) applied: a learner's mistake."""
+    from course import tiled
+
+    return _variant(tmp_path, name, tiled.matmul_kernel, *edits)
+
+
+def _variant(tmp_path, name, kernel, *edits):
+    """``kernel`` (a @triton.jit function of the course) rewritten by ``edits`` in a module of its own."""
     import importlib.util
     import inspect
 
-    from course import tiled
-
-    source = inspect.getsource(tiled.matmul_kernel.fn)
+    source = inspect.getsource(kernel.fn)
     for old, new in edits:
         assert old in source, old
         source = source.replace(old, new)
@@ -405,7 +410,7 @@ def _matmul_variant(tmp_path, name, *edits):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.matmul_kernel
+    return getattr(module, kernel.fn.__name__)
 
 
 MATMUL_WRONG = {  # label: (edits, words its message must contain)
@@ -454,83 +459,30 @@ def test_a_kernel_that_never_ends_is_stopped(monkeypatch, tmp_path):
 
 # --- 04: the grouped launch order ---------------------------------------------------------------------
 
-@triton.jit
-def _order(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, MISTAKE: tl.constexpr):
-    if MISTAKE == 1:  # row-major: GROUP_M unused
-        return pid // num_pid_n, pid % num_pid_n
-    if MISTAKE == 2:  # column-major over the whole grid
-        return pid % num_pid_m, pid // num_pid_m
-    if MISTAKE == 3:  # the same tile for several programs
-        return pid % num_pid_m, pid % num_pid_n
-    tiles_per_group = GROUP_M * num_pid_n
-    first_m = (pid // tiles_per_group) * GROUP_M
-    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    if MISTAKE == 4:  # forgets that the last group may be shorter
-        group_m = GROUP_M
-    pid_m = first_m + (pid % tiles_per_group) % group_m
-    pid_n = (pid % tiles_per_group) // group_m
-    if MISTAKE == 5:  # forgets the group's first row
-        pid_m = (pid % tiles_per_group) % group_m
-    return pid_m, pid_n
-
-
-@triton.jit
-def _row_major(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 1)
-
-
-@triton.jit
-def _column_major(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 2)
-
-
-@triton.jit
-def _collisions(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 3)
-
-
-@triton.jit
-def _no_short_group(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 4)
-
-
-@triton.jit
-def _no_first_row(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return _order(pid, num_pid_m, num_pid_n, GROUP_M, 5)
-
-
-@triton.jit
-def _wrong_arguments(pid, num_pid_m, GROUP_M: tl.constexpr):
-    return pid, pid
-
-
-@triton.jit
-def _swapped(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    pid_m, pid_n = _order(pid, num_pid_m, num_pid_n, GROUP_M, 0)
-    return pid_n, pid_m
-
-
-@triton.jit
-def _one_value(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    return pid // num_pid_n
-
-
-ORDER_WRONG = {
-    "row-major": (_row_major, "row-major order: GROUP_M is not used"),
-    "column-major": (_column_major, "column-major order over the whole grid"),
-    "collisions": (_collisions, "taken by several programs"),
-    "no short last group": (_no_short_group, "the last group has fewer rows"),
-    "no first row": (_no_first_row, "stays in the first GROUP_M rows"),
-    "swapped": (_swapped, "pid_m and pid_n are swapped"),
-    "one value": (_one_value, "return both"),
-    "wrong signature": (_wrong_arguments, "keep the signature"),
-    "no @triton.jit": (_order.fn, "did you forget @triton.jit"),
+_ROW = "pid_m = first_m + (pid % tiles_per_group) % group_m"
+_COLUMN = "pid_n = (pid % tiles_per_group) // group_m"
+ORDER_WRONG = {  # label: (edits of course.tiled.grouped_tile, words its message must contain)
+    "row-major": ([(_ROW, "pid_m = pid // num_pid_n"), (_COLUMN, "pid_n = pid % num_pid_n")],
+                  "row-major order: GROUP_M is not used"),
+    "column-major": ([(_ROW, "pid_m = pid % num_pid_m"), (_COLUMN, "pid_n = pid // num_pid_m")],
+                     "column-major order over the whole grid"),
+    "collisions": ([(_ROW, "pid_m = pid % num_pid_m"), (_COLUMN, "pid_n = pid % num_pid_n")],
+                   "taken by several programs"),
+    "no short last group": ([("group_m = tl.minimum(num_pid_m - first_m, GROUP_M)", "group_m = GROUP_M")],
+                            "the last group has fewer rows"),
+    "no first row": ([(_ROW, "pid_m = (pid % tiles_per_group) % group_m")], "stays in the first GROUP_M rows"),
+    "swapped": ([("return pid_m, pid_n", "return pid_n, pid_m")], "pid_m and pid_n are swapped"),
+    "one value": ([("return pid_m, pid_n", "return pid_m")], "return both"),
+    "wrong signature": ([("pid, num_pid_m, num_pid_n, GROUP_M", "pid, num_pid_m, GROUP_M")], "keep the signature"),
 }
 
 
-def test_grouped_tile_reference_and_wrong_answers():
+def test_grouped_tile_reference_and_wrong_answers(tmp_path):
     assert quiet(exercises.check_grouped_tile, solutions.grouped_tile).passed
-    _assert_wrong_answers_named(exercises.check_grouped_tile, ORDER_WRONG)
+    table = {label: (_variant(tmp_path, f"order_{i}", solutions.grouped_tile, *edits), words)
+             for i, (label, (edits, words)) in enumerate(ORDER_WRONG.items())}
+    table["no @triton.jit"] = (lambda pid, num_pid_m, num_pid_n, GROUP_M: (0, 0), "did you forget @triton.jit")
+    _assert_wrong_answers_named(exercises.check_grouped_tile, table)
 
 
 # --- 05: waves ----------------------------------------------------------------------------------------
