@@ -10,6 +10,7 @@ becomes a constant), so what you read is what the GPU would run::
     h100 = build(add_kernel, x, y, out, n, BLOCK_SIZE=1024)   # sm_90, an H100
     h100.show("ptx", "ld.global")                              # the loads, with a few lines around
     h100.count("sass", r"\\bLDG")                               # how many global loads in the SASS
+    h100.resources()                                           # registers per thread, spills
 """
 
 from __future__ import annotations
@@ -104,24 +105,34 @@ class Build:
         counts["shared memory (bytes)"] = int(self.asm.get("shared", 0) or 0)
         return counts
 
-    def _sass(self) -> str:
-        cubin = self.asm["cubin"]
-        tool = _nvdisasm()
+    def resources(self) -> dict:
+        """Registers per thread, and the bytes per thread spilled to local memory (the stack frame
+        that holds what does not fit in registers), as the machine code records them
+        (``cuobjdump --dump-resource-usage``)."""
+        text = self._run_tool("cuobjdump", ["--dump-resource-usage"])
+        found = {key: int(value) for key, value in re.findall(r"\b(REG|LOCAL|STACK):(\d+)", text)}
+        return {"registers": found.get("REG", 0), "spilled bytes": found.get("STACK", 0) + found.get("LOCAL", 0)}
+
+    def _run_tool(self, name: str, flags: list[str]) -> str:
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(cubin)
+            f.write(self.asm["cubin"])
             f.flush()
-            done = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=60)
+            done = subprocess.run([_tool(name), *flags, f.name], capture_output=True, text=True, timeout=60)
         if done.returncode:
-            raise RuntimeError(f"nvdisasm failed on {self.name}: {done.stderr.strip()[:500]}")
+            raise RuntimeError(f"{name} failed on {self.name}: {done.stderr.strip()[:500]}")
         return done.stdout
 
+    def _sass(self) -> str:
+        return self._run_tool("nvdisasm", ["-c"])
 
-def _nvdisasm() -> str:
-    shipped = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
-    tool = str(shipped) if shipped.exists() else shutil.which("nvdisasm")
+
+def _tool(name: str) -> str:
+    """CUDA's ``nvdisasm`` or ``cuobjdump``: the one inside the Triton wheel, else one on PATH."""
+    shipped = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    tool = str(shipped) if shipped.exists() else shutil.which(name)
     if not tool:
-        raise RuntimeError("no nvdisasm: the Triton wheel ships one under triton/backends/nvidia/bin/; "
-                           "reinstall triton, or put CUDA's nvdisasm on PATH")
+        raise RuntimeError(f"no {name}: the Triton wheel ships one under triton/backends/nvidia/bin/; "
+                           f"reinstall triton, or put CUDA's {name} on PATH")
     return tool
 
 

@@ -1051,15 +1051,23 @@ def check_wave_count(wave_count) -> str:
         want = tiled.waves(M, N, bm, bn, sms)
         if tiles != want["tiles"]:
             edge = M % bm or N % bn
-            hint = ("a tile is whole or not at all: the tiles that hang over the edge count too, so round "
-                    "up (triton.cdiv, or -(-M // block_m))" if edge and tiles < want["tiles"] else
+            area = -(-(M * N) // (bm * bn))
+            hint = ("rounding up the whole area is not enough: a tile is whole or not at all in each "
+                    "dimension, so count the tiles along M and along N, each rounded up, then multiply"
+                    if edge and tiles == area else
+                    "a tile is whole or not at all: the tiles that hang over the edge count too, so round "
+                    "up, per dimension" if edge and tiles < want["tiles"] else
                     "count the tiles along M and along N separately, then multiply")
             if isinstance(tiles, float) and not float(tiles).is_integer():
                 hint = "tiles come in whole numbers: divide with rounding up, per dimension"
             raise _Failed(f"{call} gives {tiles} tiles: {hint}")
         if count != want["waves"]:
-            hint = ("the last, partial wave still takes a whole wave's time: round up" if count < want["waves"]
-                    else "a wave is `sms` tiles at once: divide the tiles by the SMs, rounding up")
+            if count < want["waves"]:
+                hint = "the last, partial wave still takes a whole wave's time: round up"
+            elif want["tiles"] % sms == 0 and count == want["waves"] + 1:
+                hint = "when the tiles fill the waves exactly there is no extra wave: round up, don't add one"
+            else:
+                hint = "a wave is `sms` tiles at once: divide the tiles by the SMs, rounding up"
             raise _Failed(f"{call} gives {count} waves: {hint}")
         if idle != want["idle in the last wave"]:
             hint = ("when the tiles fill the last wave exactly, no SM is idle" if want["idle in the last wave"] == 0

@@ -282,7 +282,7 @@ def wave_fill(shapes: dict, *, sms: int, title: str = ""):
     ax.set_yticks(range(len(shapes)), list(shapes))
     ax.invert_yaxis()
     ax.set_xlabel(f"waves of {sms} programs")
-    ax.set_xlim(0, max(w["waves"] for w in shapes.values()) * 1.6 + 1)
+    ax.set_xlim(0, max(w["waves"] for w in shapes.values()) * 1.45 + 0.5)
     ax.legend(handles=[Patch(color="tab:blue", label="full waves"), Patch(color="tab:orange", label="last wave, busy"),
                        Patch(facecolor="white", edgecolor="gray", hatch="///", label="last wave, idle")],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)

@@ -89,3 +89,9 @@ def test_a_compile_error_comes_back_readable():
     x = torch.zeros(64)
     with pytest.raises(RuntimeError, match="power of 2"):
         cc.build(solutions.axpy_kernel, 2.0, x, x, x, 64, BLOCK_SIZE=100)
+
+
+def test_resources_read_registers_and_spills():
+    x = torch.zeros(64)
+    used = cc.build(solutions.axpy_kernel, 2.0, x, x, x, 64, BLOCK_SIZE=64).resources()
+    assert 8 <= used["registers"] <= 255 and used["spilled bytes"] == 0

@@ -503,6 +503,8 @@ WAVES_WRONG = {
     "idle when full": (_waves(idle=lambda t, sms: sms - t % sms), "no SM is idle"),
     "busy instead of idle": (_waves(idle=lambda t, sms: t % sms), "the rest of the SMs wait"),
     "two numbers": (lambda M, N, bm, bn, sms: (1, 2), "return three numbers"),
+    "the area rounded up": (_waves(tiles=lambda M, N, bm, bn: -(-(M * N) // (bm * bn))), "whole area is not enough"),
+    "one wave too many": (_waves(waves=lambda t, sms: t // sms + 1), "no extra wave"),
 }
 
 
