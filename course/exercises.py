@@ -1,10 +1,11 @@
 """The notebooks' exercises: checks that say what is wrong without giving the answer away.
 
 Every exercise cell starts as a stub, a signature whose body is ``...``. The check at the bottom of
-the cell then prints one line and raises nothing, so a notebook still runs top to bottom::
+the cell then prints a short note and raises nothing, so a notebook still runs top to bottom::
 
-    ✎ saxpy_cost: not attempted yet. Fill in the body of saxpy_cost above, then run the cell again.
-      Stuck? exercises.solution("saxpy_cost") in a new cell loads the reference solution.
+    ✎ saxpy_cost: not attempted yet.
+      Fill in the body of saxpy_cost above: return (flops, bytes_moved), then run this cell again.
+      Stuck? exercises.solution('saxpy_cost') in a new cell loads the reference solution.
 
 Once you write something, the check runs it on fresh inputs and prints either one ``✓`` line or
 one ``✗`` line that names what failed and hints at why (never the expected number or formula).
@@ -103,7 +104,7 @@ def _exercise(name: str, what_to_write: str):
             except _NotAttempted as pending:
                 what = str(pending) or what_to_write
                 verdict = Verdict(name, "not attempted",
-                                  f"not attempted yet. {what}, then run this cell again.\n"
+                                  f"not attempted yet.\n  {what}, then run this cell again.\n"
                                   f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
             except _Failed as failure:
                 verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
