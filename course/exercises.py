@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 
 from course import runtime
-from course.elementwise import describe_runs, guarded, overwritten_guard, unwritten
+from course.elementwise import describe_runs, guarded, overwritten_guard, runs, unwritten
 
 __all__ = ["check_saxpy_cost", "check_axpy", "check_residual_relu_bytes", "check_residual_relu",
            "check_matmul_kernel", "check_grouped_tile", "check_wave_count", "solution", "last", "yours_or_reference", "Verdict"]
@@ -76,13 +76,13 @@ class _NotAttempted(Exception):
     for a stub."""
 
 
-_VERDICTS: dict[str, Verdict] = {}
-_LAST: list[Verdict] = []
+_VERDICTS: dict[str, Verdict] = {}  # the latest verdict of each exercise
+_LAST: Verdict | None = None
 
 
 def last() -> Verdict | None:
     """The verdict of the check that ran last (None before any)."""
-    return _LAST[-1] if _LAST else None
+    return _LAST
 
 
 def _exercise(name: str, what_to_write: str):
@@ -92,6 +92,7 @@ def _exercise(name: str, what_to_write: str):
 
     def wrap(body: Callable[..., str]):
         def check(*args, **kwargs):
+            global _LAST
             picture = None
             try:
                 if args and all(_is_stub(a) for a in args):
@@ -111,9 +112,7 @@ def _exercise(name: str, what_to_write: str):
             except _TimedOut as timeout:
                 verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
                                                   "your kernel end (a while loop must advance its counter)?")
-            _VERDICTS[name] = verdict
-            _LAST.append(verdict)
-            del _LAST[:-1]
+            _VERDICTS[name] = _LAST = verdict
             print(verdict.line)
             if picture is not None:
                 _show(picture)
@@ -186,8 +185,7 @@ def _user_error(what: str, err: BaseException) -> _Failed:
     if len(lines) > 12:
         lines = lines[:12] + ["  …"]
     body = "\n    ".join(lines) if lines else "(no message)"
-    hint = next((h for pattern, h in _ERROR_HINTS if pattern in text), "")
-    return _Failed(f"{what} raised {type(err).__name__}:\n    {body}" + (f"\n  hint: {hint}" if hint else ""))
+    return _Failed(f"{what} raised {type(err).__name__}:\n    {body}" + _hint_for(text))
 
 
 # Errors whose own message does not say what to change: (text in the message, hint).
@@ -209,6 +207,12 @@ _ERROR_HINTS = [
 ]
 
 
+def _hint_for(error_text: str) -> str:
+    """The ``hint:`` line for an error message that matches one of :data:`_ERROR_HINTS`, or ""."""
+    hint = next((h for pattern, h in _ERROR_HINTS if pattern in error_text), "")
+    return f"\n  hint: {hint}" if hint else ""
+
+
 def _callable(name: str, fn, params: tuple[str, ...]) -> None:
     """Fail clearly when ``fn`` is not a function taking ``params``."""
     if fn is None:
@@ -227,6 +231,16 @@ def _callable(name: str, fn, params: tuple[str, ...]) -> None:
                       f"yours takes {_describe_signature(fn)}") from None
     except ValueError:  # builtins without a signature: let the call decide
         pass
+
+
+def _jit_function(name: str, fn, params: tuple[str, ...], kind: str = "function") -> None:
+    """Fail clearly when ``fn`` is not a ``@triton.jit`` function (a ``kind``) with exactly ``params``."""
+    if inspect.isfunction(fn):
+        raise _Failed(f"{name} is a plain Python function: did you forget @triton.jit above its def?")
+    if not (hasattr(fn, "fn") and hasattr(fn, "arg_names")):
+        raise _Failed(f"got {type(fn).__name__}: pass the @triton.jit {kind} {name} itself (the check launches it)")
+    if tuple(fn.arg_names) != params:
+        raise _Failed(f"{name} must keep the signature it was given ({', '.join(params)})")
 
 
 def _describe_signature(fn) -> str:
@@ -273,7 +287,7 @@ def yours_or_reference(name: str, fn):
 
 # --- 00: counting FLOPs and bytes ---------------------------------------------------------------
 
-def _per_element(name: str, fn, what: str, value, n: int):
+def _per_element(name: str, what: str, value, n: int):
     """Check that ``value`` (one of the numbers ``fn(n)`` returned) is a real number."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _Failed(f"{name}({n}) gave {what} = {value!r}: return a number")
@@ -291,7 +305,7 @@ def _linear(name: str, fn, what: str, pick=lambda r: r):
             result = fn(n)
         except Exception as err:  # the learner's function raised
             raise _user_error(f"{name}({n})", err) from None
-        samples[n] = _per_element(name, fn, what, pick(result), n)
+        samples[n] = _per_element(name, what, pick(result), n)
     if any(samples.values()) and all(abs(v) < n / 100 for n, v in samples.items() if n > 1):
         raise _Failed(f"{what} is only {float(samples[3 * 2**20]):.3g} for n={3 * 2**20}: count plain units "
                       "(bytes, FLOPs), not GB, MB or thousands")
@@ -372,9 +386,7 @@ class launches(contextlib.AbstractContextManager):
     def __enter__(self):
         from triton.runtime.jit import JITFunction
 
-        self.kernels: list[tuple[str, int]] = []
-        self.stubs: list[str] = []
-        self.launched: list[tuple[object, dict]] = []  # (kernel, its arguments by name)
+        self.launched: list[tuple[object, int]] = []  # (kernel, programs) per launch
         self._patched = [JITFunction]
         try:
             from triton.runtime.interpreter import InterpretedFunction
@@ -388,12 +400,7 @@ class launches(contextlib.AbstractContextManager):
         def patch(original):
             def run(kernel, *args, grid, warmup, **kwargs):
                 if not warmup:
-                    recorder.kernels.append((getattr(kernel, "__name__", "kernel"),
-                                             _programs(grid, args, kwargs, kernel)))
-                    if _is_stub(kernel):
-                        recorder.stubs.append(getattr(kernel, "__name__", "kernel"))
-                    names = getattr(kernel, "arg_names", [])
-                    recorder.launched.append((kernel, {**dict(zip(names, args)), **kwargs}))
+                    recorder.launched.append((kernel, _programs(grid, args, kwargs, kernel)))
                 return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
             return run
 
@@ -408,7 +415,17 @@ class launches(contextlib.AbstractContextManager):
 
     @property
     def programs(self) -> int:
-        return sum(p for _, p in self.kernels)
+        return sum(p for _, p in self.launched)
+
+    @property
+    def kernels(self) -> list[tuple[str, int]]:
+        """``(name, programs)`` of each launch."""
+        return [(getattr(k, "__name__", "kernel"), p) for k, p in self.launched]
+
+    @property
+    def stubs(self) -> list[str]:
+        """The names of the launched kernels whose body is still a stub."""
+        return [getattr(k, "__name__", "kernel") for k, _ in self.launched if _is_stub(k)]
 
 
 def _constexpr_names(kernel) -> set:
@@ -468,7 +485,6 @@ class _Run:
     past: list
     wrong: torch.Tensor  # bool per element: written but wrong
     inputs_changed: int | None
-    buffer: torch.Tensor
 
 
 def _run_once(call: Callable, reference: Callable, n_inputs: int, shape, dtype) -> _Run:
@@ -490,8 +506,8 @@ def _run_once(call: Callable, reference: Callable, n_inputs: int, shape, dtype) 
     written = ~torch.isnan(got)
     tol = 1e-5 * (1 + ref.abs())
     wrong = written & ((got - ref).abs() > tol)
-    return _Run(n, tuple(shape), seen.programs, seen.launched, returned_other, unwritten(out),
-                overwritten_guard(buffer, n), wrong, changed, buffer.detach().cpu())
+    return _Run(n, tuple(shape), seen.programs, [k for k, _ in seen.launched], returned_other, unwritten(out),
+                overwritten_guard(buffer, n), wrong, changed)
 
 
 def _element_picture(run: _Run, title: str):
@@ -501,13 +517,7 @@ def _element_picture(run: _Run, title: str):
     tail = max([b for _, b in run.past] + [run.n - 1]) + 1
     tail = min(max(tail + max(8, run.n // 8), run.n + 8), run.n + 4096)
     return plots.element_map(run.n, tail, missed=run.missed, past=run.past,
-                             wrong=[tuple(r) for r in _true_runs(run.wrong)], title=title)
-
-
-def _true_runs(flags: torch.Tensor):
-    from course.elementwise import runs
-
-    return runs(flags)
+                             wrong=runs(run.wrong), title=title)
 
 
 def _elements(pairs) -> str:
@@ -516,7 +526,7 @@ def _elements(pairs) -> str:
     return f"{'element' if single else 'elements'} {describe_runs(pairs)}"
 
 
-def _check_elementwise(name: str, fn_name: str, call: Callable, reference: Callable, n_inputs: int, *,
+def _check_elementwise(fn_name: str, call: Callable, reference: Callable, n_inputs: int, *,
                        kernel_hint: str, input_names: tuple, dtype=torch.float32, shapes=None, wrong_hints=(),
                        runtime_args=()) -> str:
     """Run ``call(*inputs, out)`` at every shape, then name the most telling failure.
@@ -578,11 +588,11 @@ def _check_elementwise(name: str, fn_name: str, call: Callable, reference: Calla
                       f"{_why_missed(holes)}", _element_picture(holes, f"n = {holes.n}: elements never written"))
     bad = next((r for r in runs_ if r.wrong.any()), None)
     if bad:
-        where = _elements(_true_runs(bad.wrong))
+        where = _elements(runs(bad.wrong))
         hint = _wrong_value_hint(call, reference, n_inputs, dtype, wrong_hints)
         raise _Failed(f"{_with(bad)}, every element was written but {where} hold wrong values: {hint}",
                       _element_picture(bad, f"n = {bad.n}: wrong values"))
-    kernels = {id(k): k for r in runs_ for k, _ in r.launched}.values()
+    kernels = {id(k): k for r in runs_ for k in r.launched}.values()
     for kernel in kernels:
         constant = sorted(_constexpr_names(kernel) & set(runtime_args))
         if constant:
@@ -653,7 +663,7 @@ def check_axpy(axpy: Callable) -> str:
                  (lambda x, y, a=alpha: a * x, "y was not added"),
                  (lambda x, y, a=alpha: a * (x + y), "alpha multiplies the sum; it should multiply x alone"),
                  (lambda x, y, a=alpha: a * x + x, "x was loaded twice: load y from y_ptr")]
-        _check_elementwise("axpy", "axpy", lambda x, y, out, a=alpha: axpy(a, x, y, out),
+        _check_elementwise("axpy", lambda x, y, out, a=alpha: axpy(a, x, y, out),
                            lambda x, y, a=alpha: a * x + y, 2, kernel_hint="@triton.jit axpy_kernel",
                            input_names=("x", "y"), wrong_hints=hints, runtime_args=("alpha",))
     return "right for two values of alpha at 5 odd sizes, nothing written out of bounds"
@@ -712,7 +722,7 @@ def check_residual_relu(residual_relu: Callable) -> str:
              (lambda x, r: torch.clamp(x + r, max=0.0), "that keeps the negative part: the ReLU is "
                                                         "maximum(s, 0), not minimum"),
              (lambda x, r: torch.relu(x + x), "x was loaded twice: load residual from its own pointer")]
-    _check_elementwise("residual_relu", "residual_relu", residual_relu, lambda x, r: torch.relu(x + r), 2,
+    _check_elementwise("residual_relu", residual_relu, lambda x, r: torch.relu(x + r), 2,
                        kernel_hint="@triton.jit residual_relu_kernel", input_names=("x", "residual"),
                        shapes=shapes, wrong_hints=hints)
     return f"right at all {len(shapes)} shapes tried, nothing written out of bounds"
@@ -792,15 +802,9 @@ def check_matmul_kernel(matmul_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``course.tiled.matmul_kernel``: whole
     tiles, ragged rows and columns, a ragged last step of K, transposed and sliced inputs, and a
     long float16 K (which needs a float32 accumulator). The check launches it itself."""
-    if inspect.isfunction(matmul_kernel):
-        raise _Failed("matmul_kernel is a plain Python function: did you forget @triton.jit above its def?")
-    if matmul_kernel is None or not (hasattr(matmul_kernel, "fn") and hasattr(matmul_kernel, "arg_names")):
-        raise _Failed(f"got {type(matmul_kernel).__name__}: pass the @triton.jit kernel matmul_kernel itself "
-                      "(the check launches it)")
-    expected = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
-                "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K")
-    if tuple(matmul_kernel.arg_names) != expected:
-        raise _Failed(f"matmul_kernel must keep the signature it was given ({', '.join(expected)})")
+    _jit_function("matmul_kernel", matmul_kernel, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak",
+                                                   "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_M",
+                                                   "BLOCK_N", "BLOCK_K"), kind="kernel")
     cases = [("whole tiles (64 x 64 x 64)", 64, 64, 64, {"padded": False}),
              ("ragged rows and columns (50 x 70 x 64)", 50, 70, 64, {}),
              ("a ragged last step of K (64 x 64 x 40)", 64, 64, 40, {}),
@@ -875,9 +879,8 @@ def _compiles_for_a_gpu(kernel) -> None:
     except RuntimeError as err:
         lines = [line for line in str(err).splitlines()[1:] if line.strip()]
         reason = next((line.strip() for line in reversed(lines) if "Error" in line or "error" in line), lines[-1:])
-        hint = next((h for pattern, h in _ERROR_HINTS if pattern in str(err)), "")
         raise _Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
-                      + (f"\n  hint: {hint}" if hint else "")) from None
+                      + _hint_for(str(err))) from None
 
 
 def _diagnose_whole(p: _Product) -> None:
@@ -956,12 +959,7 @@ def check_grouped_tile(grouped_tile) -> str:
     comparing with the course's order (``course.tiled.grouped_tile``)."""
     from course import plots, tiled
 
-    if inspect.isfunction(grouped_tile):
-        raise _Failed("grouped_tile is a plain Python function: did you forget @triton.jit above its def?")
-    if not (hasattr(grouped_tile, "fn") and hasattr(grouped_tile, "arg_names")):
-        raise _Failed(f"got {type(grouped_tile).__name__}: pass the @triton.jit function grouped_tile itself")
-    if tuple(grouped_tile.arg_names) != ("pid", "num_pid_m", "num_pid_n", "GROUP_M"):
-        raise _Failed("grouped_tile must keep the signature it was given (pid, num_pid_m, num_pid_n, GROUP_M)")
+    _jit_function("grouped_tile", grouped_tile, ("pid", "num_pid_m", "num_pid_n", "GROUP_M"))
     for num_pid_m, num_pid_n, group_m in _ORDER_CASES:
         grid = f"{num_pid_m} x {num_pid_n} tiles with GROUP_M = {group_m}"
         try:
@@ -977,12 +975,9 @@ def check_grouped_tile(grouped_tile) -> str:
             p = int(outside[0])
             in_last_group = p >= (num_pid_m // group_m) * group_m * num_pid_n
             short = int(pid_m[p]) >= num_pid_m and num_pid_m % group_m and in_last_group
-            swapped = tiled.launch_order(num_pid_n, num_pid_m, group_m) if num_pid_m != num_pid_n else None
             if short:
                 hint = (": the last group has fewer rows when num_pid_m is no multiple of GROUP_M; its height "
                         "is the rows that are left (tl.minimum)")
-            elif swapped is not None and torch.equal(pid_m, reference[1]) and torch.equal(pid_n, reference[0]):
-                hint = ": pid_m and pid_n are swapped; return pid_m, pid_n in that order"
             else:
                 hint = ": pid_m must stay below num_pid_m and pid_n below num_pid_n (integer division: //)"
             raise _Failed(f"on {grid}: program {p} got tile ({int(pid_m[p])}, {int(pid_n[p])}), outside the grid{hint}")
