@@ -58,9 +58,9 @@ class Build:
         """The whole text of ``stage`` (one of :data:`STAGES`)."""
         if stage not in STAGES:
             raise ValueError(f"stage {stage!r}: choose one of {', '.join(STAGES)}")
-        if stage == "sass":
-            return self._sass()
-        return self.asm[stage] if isinstance(self.asm[stage], str) else self.asm[stage].decode()
+        if stage == "sass" and "sass" not in self.asm:  # disassembled once, on first use
+            self.asm["sass"] = self._run_tool("nvdisasm", ["-c"])
+        return self.asm[stage]
 
     def count(self, stage: str, pattern: str) -> int:
         """How many lines of ``stage`` match the regular expression ``pattern``."""
@@ -121,9 +121,6 @@ class Build:
         if done.returncode:
             raise RuntimeError(f"{name} failed on {self.name}: {done.stderr.strip()[:500]}")
         return done.stdout
-
-    def _sass(self) -> str:
-        return self._run_tool("nvdisasm", ["-c"])
 
 
 def _tool(name: str) -> str:
