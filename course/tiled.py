@@ -172,20 +172,9 @@ def wave_footprint(pid_m: torch.Tensor, pid_n: torch.Tensor, wave: int) -> dict:
 
 
 @triton.jit
-def _swizzle_order_kernel(m_ptr, n_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    pid_m, pid_n = tl.swizzle2d(pid // num_pid_n, pid % num_pid_n, num_pid_m, num_pid_n, GROUP_M)
-    tl.store(m_ptr + pid, pid_m)
-    tl.store(n_ptr + pid, pid_n)
-
-
-def swizzle2d_order(num_pid_m: int, num_pid_n: int, group_m: int):
-    """Like :func:`launch_order`, with Triton's built-in ``tl.swizzle2d`` remapping a row-major order."""
-    programs = num_pid_m * num_pid_n
-    pid_m = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
-    pid_n = torch.full((programs,), -1, dtype=torch.int32, device=runtime.DEVICE)
-    _swizzle_order_kernel[(programs,)](pid_m, pid_n, num_pid_m, num_pid_n, GROUP_M=group_m)
-    return pid_m.cpu(), pid_n.cpu()
+def swizzled_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """The same mapping by Triton's built-in: ``tl.swizzle2d`` remaps program ``pid``'s row-major tile."""
+    return tl.swizzle2d(pid // num_pid_n, pid % num_pid_n, num_pid_m, num_pid_n, GROUP_M)
 
 
 # --- notebook 05: what a configuration costs --------------------------------------------------------
@@ -200,6 +189,7 @@ def waves(M: int, N: int, block_m: int, block_n: int, sms: int) -> dict:
     """How ``M x N`` tiles of ``block_m x block_n`` fall on ``sms`` SMs, one tile per SM at a time:
     the tiles, the waves (the last one possibly partial), and how full the last wave is."""
     tiles = -(-M // block_m) * -(-N // block_n)
-    full, rest = divmod(tiles, sms)
-    return {"tiles": tiles, "waves": full + (rest > 0), "busy in the last wave": rest or sms,
-            "idle in the last wave": (sms - rest) if rest else 0, "efficiency": tiles / ((full + (rest > 0)) * sms)}
+    count = -(-tiles // sms)
+    busy = tiles - (count - 1) * sms
+    return {"tiles": tiles, "waves": count, "busy in the last wave": busy, "idle in the last wave": sms - busy,
+            "efficiency": tiles / (count * sms)}

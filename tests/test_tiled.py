@@ -83,7 +83,7 @@ def test_grouped_order_is_a_permutation_and_matches_swizzle2d(num_pid_m, num_pid
     pid_m, pid_n = tiled.launch_order(num_pid_m, num_pid_n, group_m)
     tiles = pid_m.long() * num_pid_n + pid_n.long()
     assert sorted(tiles.tolist()) == list(range(num_pid_m * num_pid_n))
-    swizzled = tiled.swizzle2d_order(num_pid_m, num_pid_n, group_m)
+    swizzled = tiled.launch_order(num_pid_m, num_pid_n, group_m, mapping=tiled.swizzled_tile)
     assert torch.equal(pid_m, swizzled[0]) and torch.equal(pid_n, swizzled[1])
 
 
