@@ -589,16 +589,12 @@ def _check_vector(name: str, t, length: int, length_name: str, dtypes, device) -
         raise ValueError(f"{name} has stride {t.stride(0)}: pass {name}.contiguous()")
 
 
-def _plain_inputs(a, b) -> tuple:
-    """``a`` and ``b`` as the kernel may read them: autograd is refused (``_check_no_grad``), and a
-    lazy negation or conjugation view (``torch._neg_view``, ``x.conj()``), whose raw memory holds
-    the values before the negation, is materialized first (``resolve_neg``/``resolve_conj``)."""
-    _check_no_grad((("a", a), ("b", b)))
-    if a.is_neg() or a.is_conj():
-        a = a.resolve_conj().resolve_neg()
-    if b.is_neg() or b.is_conj():
-        b = b.resolve_conj().resolve_neg()
-    return a, b
+def _resolved(t):
+    """``t`` as the kernel may read it: a lazy negation or conjugation view (``torch._neg_view``,
+    ``x.conj()``), whose raw memory holds the values before the negation, materialized first."""
+    if t is not None and (t.is_neg() or t.is_conj()):
+        return t.resolve_conj().resolve_neg()
+    return t
 
 
 def _check_pair(a, b) -> None:
@@ -1181,9 +1177,9 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
                         "pass out_dtype=torch.float16 or torch.float32 on the CPU")
     if out is not None:
         _check_out(out, M, N, out_dtype, a.device)
-    _check_no_grad((("bias", bias), ("out", out)) + tuple(scales.items()))
-    if bias is not None and (bias.is_neg() or bias.is_conj()):
-        bias = bias.resolve_conj().resolve_neg()
+    _check_no_grad((("a", a), ("b", b), ("bias", bias), ("out", out)) + tuple(scales.items()))
+    a, b, bias = _resolved(a), _resolved(b), _resolved(bias)
+    scales = {name: _resolved(scale) for name, scale in scales.items()}
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
     if out is not None and M and N:
         _check_no_overlap(out, (("a", a), ("b", b), ("bias", bias)) + tuple(scales.items()))
@@ -1256,7 +1252,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     _check_dtype(a.dtype)
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
-    a, b = _plain_inputs(a, b)
     if out_dtype is None:
         out_dtype = torch.bfloat16 if a.dtype in _FP8 else a.dtype
     return _run(a, b, out_dtype, mode, config, autotune, out, bias=bias)
@@ -1295,7 +1290,4 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
                         "for unscaled int8 products pass torch.ones(M) and torch.ones(N)")
     _check_vector("a_scale", a_scale, M, "M", (torch.float32,), a.device)
     _check_vector("b_scale", b_scale, N, "N", (torch.float32,), a.device)
-    a, b = _plain_inputs(a, b)
-    if a_scale.is_neg() or b_scale.is_neg():
-        a_scale, b_scale = a_scale.resolve_neg(), b_scale.resolve_neg()
     return _run(a, b, out_dtype, mode, config, autotune, out, a_scale=a_scale, b_scale=b_scale, bias=bias)
