@@ -48,9 +48,6 @@ def _int_sentinel(dtype: torch.dtype) -> int:
     return info.min + 7 if info.min < 0 else info.max - 7
 
 
-_INT_SENTINEL = _int_sentinel(torch.int32)  # kept for code that used it: int32's marker
-
-
 def tolerance(dtype: torch.dtype) -> float:
     """The relative-error budget for outputs of ``dtype`` (0.0 for integers: exact; a complex
     dtype has its real dtype's)."""

@@ -122,7 +122,7 @@ def check_fraction(record, label: str, ceiling: float, *, at_least: float, min_n
     in ``record`` (a :class:`course.records.Record`, or its rows).
 
     Raises ``AssertionError`` naming the sizes that fall short. The line holds no measured number,
-    so it reads the same on every GPU; it starts with "recorded run:" when the numbers were not
+    so it reads the same on every GPU; it says "in the recorded GPU run" when the numbers were not
     measured in this run.
     """
     rows = getattr(record, "rows", record)
