@@ -107,13 +107,14 @@ def sweep(sizes, setup: Callable[[int], tuple], impls: dict, *, desc: str = "siz
     return rows
 
 
-def series(rows: list[dict], labels, field: str = "gbps") -> dict:
-    """``{label: (sizes, values)}`` for :func:`course.plots.throughput`, from :func:`sweep` rows."""
+def series(rows: list[dict], labels, field: str = "gbps", size: str = "n") -> dict:
+    """``{label: (sizes, values)}`` for :func:`course.plots.throughput`, from :func:`sweep` rows
+    (or :func:`course.tiled.time_matmuls` rows, with ``field="tflops", size="M"``)."""
     missing = [lb for lb in labels if f"{lb}_{field}" not in rows[0]]
     if missing:
         raise KeyError(f"series: rows have no {', '.join(f'{m}_{field}' for m in missing)}; "
-                       f"they hold {', '.join(k for k in rows[0] if k != 'n')}")
-    return {lb: ([r["n"] for r in rows], [r[f"{lb}_{field}"] for r in rows]) for lb in labels}
+                       f"they hold {', '.join(k for k in rows[0] if k != size)}")
+    return {lb: ([r[size] for r in rows], [r[f"{lb}_{field}"] for r in rows]) for lb in labels}
 
 
 def check_fraction(record, label: str, ceiling: float, *, at_least: float, min_n: int,

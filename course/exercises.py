@@ -180,6 +180,9 @@ def _is_stub(fn) -> bool:
 
 def _user_error(what: str, err: BaseException) -> _Failed:
     """A ✗ for an exception raised by the learner's code: its type and message, a few lines long."""
+    refused = _compile_refusal(what, err)
+    if refused:
+        return refused
     text = str(err).strip()
     lines = text.splitlines()
     if len(lines) > 12:
@@ -188,11 +191,32 @@ def _user_error(what: str, err: BaseException) -> _Failed:
     return _Failed(f"{what} raised {type(err).__name__}:\n    {body}" + _hint_for(text))
 
 
+def _compile_refusal(what: str, err: BaseException) -> _Failed | None:
+    """A ✗ for Triton refusing to compile the learner's kernel on a GPU: the innermost reason (a
+    helper's error is wrapped in its caller's) and the line it points at; None for other errors."""
+    from triton.compiler.errors import CompilationError
+
+    if not isinstance(err, CompilationError):
+        return None
+    chain = [err]
+    while isinstance(chain[-1].__cause__, CompilationError):
+        chain.append(chain[-1].__cause__)
+    inner = chain[-1]
+    reason = (inner.error_message or str(inner.__cause__ or "") or "no reason given").strip()
+    excerpt = str(inner)[:len(str(inner)) - len(inner.error_message or "")].rstrip().splitlines()
+    where = f"\n    at: {excerpt[-2].strip()}" if len(excerpt) >= 3 else ""
+    return _Failed(f"{what} was refused: Triton cannot compile it for a GPU:\n    {reason}{where}"
+                   + _hint_for(reason))
+
+
 # Errors whose own message does not say what to change: (text in the message, hint).
 _ERROR_HINTS = [
     ("object of type 'int' has no len()", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
-    ("has no attribute", "a misspelt name? (the interpreter cannot say where in the kernel it is)"),
+    ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
+                                         "e.g. return pid_m, pid_n"),
+    ("has no attribute", "a misspelt name?" + (" (the interpreter cannot say where in the kernel it is)"
+                                              if runtime.INTERPRET else "")),
     ("arange's range must be a power of 2", "BLOCK_SIZE must be a power of two; the mask handles the rest"),
     ("AssertionError()", "Triton refused an operation without a reason: check the dtypes given to tl.dot (both "
                          "inputs alike, a float32 accumulator)"),
@@ -439,11 +463,25 @@ def _constexpr_names(kernel) -> set:
 
 
 def _source(kernel) -> str:
-    """A kernel's source text ("" when Python cannot find it)."""
-    try:
-        return textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))
-    except (OSError, TypeError):
-        return ""
+    """A kernel's source text, then that of the ``@triton.jit`` helpers it calls, so a check reads
+    the loads and the accumulator wherever they are written ("" when Python cannot find it)."""
+    texts, seen = [], set()
+
+    def visit(fn):
+        if fn in seen:
+            return
+        seen.add(fn)
+        try:
+            texts.append(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError):
+            return
+        for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            helper = getattr(fn, "__globals__", {}).get(name)
+            if callable(getattr(helper, "fn", None)) and hasattr(helper, "arg_names"):  # a @triton.jit function
+                visit(helper.fn)
+
+    visit(getattr(kernel, "fn", kernel))
+    return "\n\n".join(texts)
 
 
 def _unmasked_loads(kernel) -> int:

@@ -592,6 +592,8 @@ def _check_vector(name: str, t, length: int, length_name: str, dtypes, device) -
 def _resolved(t):
     """``t`` as the kernel may read it: a lazy negation or conjugation view (``torch._neg_view``,
     ``x.conj()``), whose raw memory holds the values before the negation, materialized first."""
+    if t is not None and t.is_neg() and t.dtype in _FP8:  # CUDA has no fp8 negation: flip the sign bits
+        return (torch._neg_view(t).view(torch.uint8) ^ 0x80).view(t.dtype)
     if t is not None and (t.is_neg() or t.is_conj()):
         return t.resolve_conj().resolve_neg()
     return t

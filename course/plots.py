@@ -133,6 +133,32 @@ def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", 
     return fig
 
 
+def bars(categories, series: dict, *, ylabel: str, title: str | None = None, caption: str | None = None,
+         record=None, ax=None):
+    """Grouped bars: one group per category (a problem shape, say), one bar per entry of ``series``
+    (``{label: values}``, a value per category), each bar labelled with its value."""
+    if not series:
+        raise ValueError("bars(series): pass at least one {label: values} entry")
+    categories = list(categories)
+    for name, values in series.items():
+        if len(values) != len(categories):
+            raise ValueError(f"bars: series {name!r} has {len(values)} values for {len(categories)} categories")
+    fig, ax = _axes(ax, (min(12, max(8, 0.6 * len(categories) * len(series))), 4.5))
+    width = 0.8 / len(series)
+    for i, ((name, values), style) in enumerate(zip(series.items(), itertools.cycle(_STYLES))):
+        xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
+        drawn = ax.bar(xs, values, width, label=name, color=style["color"])
+        ax.bar_label(drawn, fmt="%.0f", fontsize=7, padding=1)
+    ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False)
+    if title or record is not None:
+        _titles(fig, ax, title or "", record)
+    _caption(fig, caption)
+    return fig
+
+
 # Colours of the element map: right, wrong value, never written, written past the end, untouched.
 _ELEMENT_COLOURS = {"right": "#7cc47c", "wrong value": "#f0a030", "never written": "#3b6fb6",
                     "written past the end": "#d62728", "past the end, untouched": "#ffffff"}

@@ -185,6 +185,24 @@ if _TRITON_IMPORTED_EARLY and (INTERPRET or "triton.runtime.interpreter" in sys.
             stacklevel=2,
         )
 
+def interpreter_numpy_problem() -> str | None:
+    """Why Triton's interpreter will fail with this numpy, or None: Triton <= 3.6 turns a loop
+    bound held in a tensor into an int in a way numpy >= 2.4 refuses ("only 0-dimensional arrays
+    can be converted to Python scalars")."""
+    import numpy
+
+    def version(text: str) -> tuple:
+        return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+    if version(triton.__version__) <= (3, 6) and version(numpy.__version__) >= (2, 4):
+        return (f"numpy {numpy.__version__} breaks Triton {triton.__version__}'s interpreter in loops with a "
+                "run-time bound; install the course's pin: pip install 'numpy<2.4' (make venv does)")
+    return None
+
+
+if INTERPRET and interpreter_numpy_problem():
+    warnings.warn(f"course: {interpreter_numpy_problem()}", stacklevel=2)
+
 #: The torch device the course allocates on: ``"cuda"`` (also for ROCm) or ``"cpu"``.
 DEVICE: str = "cpu" if INTERPRET else "cuda"
 #: True on an AMD GPU (ROCm build of torch).

@@ -66,7 +66,7 @@ def residual_relu(x, residual, out, block_size=1024):
 
 # --- 03 · matmul_kernel and 04 · grouped_tile: the course's own functions are the references ------
 
-from course.tiled import grouped_tile, matmul_kernel  # noqa: E402
+from course.tiled import grouped_tile, matmul_kernel, matmul_tile  # noqa: E402
 
 # --- 05 · wave_count ------------------------------------------------------------------------------------
 
@@ -84,7 +84,7 @@ EXERCISES = {
     "residual_relu_bytes": (("unfused_bytes", "fused_bytes"),
                             "exercises.check_residual_relu_bytes(unfused_bytes, fused_bytes)"),
     "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
-    "matmul_kernel": (("matmul_kernel",), "exercises.check_matmul_kernel(matmul_kernel)"),
+    "matmul_kernel": (("matmul_tile", "matmul_kernel"), "exercises.check_matmul_kernel(matmul_kernel)"),
     "grouped_tile": (("grouped_tile",), "exercises.check_grouped_tile(grouped_tile)"),
     "wave_count": (("wave_count",), "exercises.check_wave_count(wave_count)"),
 }

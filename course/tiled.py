@@ -17,14 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
-from course import runtime
+from course import runtime, timing
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+def matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                pid_m, pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Compute and store tile ``(pid_m, pid_n)`` of C: the work of one program, whatever its order."""
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # the rows of C (and A) this program owns
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # the columns of C (and B)
     ks = tl.arange(0, BLOCK_K)
@@ -38,6 +37,14 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     c = acc.to(c_ptr.dtype.element_ty)
     tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, c,
              mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # A 2-D grid: program (i, j) computes tile (i, j); the hardware picks the order programs start in.
+    matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                tl.program_id(0), tl.program_id(1), BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -56,31 +63,38 @@ def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, block_m
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 64,
            block_n: int = 64, block_k: int = 32) -> torch.Tensor:
     """``a @ b`` by :func:`matmul_kernel`, for 2-D ``a`` (M, K) and ``b`` (K, N) of one floating dtype."""
+    out, work = _prepare("matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    if work:
+        launch(matmul_kernel, a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    return out
+
+
+def _prepare(where: str, a, b, out, **blocks) -> tuple[torch.Tensor, bool]:
+    """Check the inputs of ``where``; return the output (allocated if ``out`` is None) and whether
+    a kernel has work to do (an empty C has none; K = 0 is all zeros, written here)."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise ValueError(f"matmul: {name} must be a 2-D tensor, got "
+            raise ValueError(f"{where}: {name} must be a 2-D tensor, got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
         if t.dtype not in DTYPES:
-            raise TypeError(f"matmul: {name} is {t.dtype}; pass float16, bfloat16 or float32 (convert with .to())")
+            raise TypeError(f"{where}: {name} is {t.dtype}; pass float16, bfloat16 or float32 (convert with .to())")
         if t.device.type != torch.device(runtime.DEVICE).type:
-            raise ValueError(f"matmul: {name} is on {t.device}; move it with .to({runtime.DEVICE!r})")
+            raise ValueError(f"{where}: {name} is on {t.device}; move it with .to({runtime.DEVICE!r})")
     if a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
+        raise ValueError(f"{where}: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
     if a.dtype != b.dtype:
-        raise TypeError(f"matmul: a is {a.dtype} but b is {b.dtype}; convert one with .to()")
-    for name, size in (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)):
-        if size < 16 or size & (size - 1):
-            raise ValueError(f"matmul: {name}={size} must be a power of two, at least 16 (tl.dot's smallest)")
+        raise TypeError(f"{where}: a is {a.dtype} but b is {b.dtype}; convert one with .to()")
+    for name, size in blocks.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size & (size - 1):
+            raise ValueError(f"{where}: {name}={size!r} must be a power of two, at least 16 (tl.dot's smallest)")
     M, N = a.shape[0], b.shape[1]
     if out is None:
         out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    elif out.shape != (M, N):
-        raise ValueError(f"matmul: out has shape {tuple(out.shape)}, expected ({M}, {N})")
-    if M and N:
-        if a.shape[1] == 0:
-            return out.zero_()
-        launch(matmul_kernel, a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
-    return out
+    elif not isinstance(out, torch.Tensor) or out.shape != (M, N):
+        raise ValueError(f"{where}: out has shape {tuple(getattr(out, 'shape', ()))}, expected ({M}, {N})")
+    if M and N and a.shape[1] == 0:
+        out.zero_()
+    return out, bool(M and N and a.shape[1])
 
 
 def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, size: int = 64, seed: int = 0):
@@ -177,6 +191,34 @@ def swizzled_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return tl.swizzle2d(pid // num_pid_n, pid % num_pid_n, num_pid_m, num_pid_n, GROUP_M)
 
 
+@triton.jit
+def grouped_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                          stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr):
+    # A 1-D grid: the kernel itself maps its program id to a tile, in grouped order.
+    pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K)
+
+
+def grouped_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, group_m: int = 8,
+                   block_m: int = 128, block_n: int = 128, block_k: int = 64, num_warps: int = 8,
+                   num_stages: int = 3) -> torch.Tensor:
+    """``a @ b`` by :func:`grouped_matmul_kernel`, programs taking tiles in grouped order
+    (``group_m=1``: row-major). The default blocks suit an H100 (notebook 05 tunes them)."""
+    if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
+        raise ValueError(f"grouped_matmul: group_m={group_m!r} must be an int >= 1 (1 is row-major order)")
+    out, work = _prepare("grouped_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    if work:
+        M, K = a.shape
+        N = b.shape[1]
+        grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
+        grouped_matmul_kernel[grid](a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride(), BLOCK_M=block_m,
+                                    BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, num_warps=num_warps,
+                                    num_stages=num_stages)
+    return out
+
+
 # --- notebook 05: what a configuration costs --------------------------------------------------------
 
 def shared_bytes(block_m: int, block_n: int, block_k: int, stages: int, element_bytes: int = 2) -> int:
@@ -193,3 +235,68 @@ def waves(M: int, N: int, block_m: int, block_n: int, sms: int) -> dict:
     busy = tiles - (count - 1) * sms
     return {"tiles": tiles, "waves": count, "busy in the last wave": busy, "idle in the last wave": sms - busy,
             "efficiency": tiles / (count * sms)}
+
+
+def _config(block_m, block_n, block_k, warps, stages, group_m=8):
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": group_m},
+                         num_warps=warps, num_stages=stages)
+
+
+# The configurations tuned_matmul tries: 16-bit tiles that fit an H100's 227 KB of shared memory
+# per program, from large (most reuse) to small (more tiles for small problems).
+TUNING_CONFIGS = [_config(*c) for c in [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
+                                        (128, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+                                        (64, 64, 64, 4, 5), (64, 256, 32, 4, 4)]]
+
+tuned_matmul_kernel = triton.autotune(configs=TUNING_CONFIGS, key=["M", "N", "K"],
+                                      do_bench=timing.autotune_bench if runtime.INTERPRET else None)(
+    grouped_matmul_kernel)
+
+
+def tuned_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` by :func:`grouped_matmul_kernel` in the fastest of :data:`TUNING_CONFIGS` for
+    this (M, N, K), chosen by ``triton.autotune`` at the first call of each shape
+    (``tuned_matmul_kernel.best_config`` is the one it kept)."""
+    out, work = _prepare("tuned_matmul", a, b, out)
+    if work:
+        M, K = a.shape
+        N = b.shape[1]
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+        tuned_matmul_kernel[grid](a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
+    return out
+
+
+def kept_config(M: int, N: int, K: int) -> str:
+    """The configuration :func:`tuned_matmul` kept for (M, N, K), e.g. ``"128x256x64, 8 warps,
+    3 stages"``; "not tuned" before its first call on that shape."""
+    for key, config in tuned_matmul_kernel.cache.items():
+        if tuple(key[:3]) == (M, N, K):
+            kw = config.kwargs
+            return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}, {config.num_warps} warps, "
+                    f"{config.num_stages} stages")
+    return "not tuned"
+
+
+def time_matmuls(shapes, impls: dict, *, dtype=torch.float16, desc: str = "shapes") -> list[dict]:
+    """Time each implementation on each ``(M, N, K)`` of ``shapes``, with fresh random inputs;
+    ``impls`` maps a label to ``fn(a, b, c)`` that stores ``a @ b`` into ``c``. One JSON-ready row
+    per shape: ``M``, ``N``, ``K``, ``shape`` and, per label, ``<label>_ms`` and ``<label>_tflops``
+    (2·M·N·K operations)::
+
+        rows = time_matmuls([(4096, 4096, 4096)], {"torch": lambda a, b, c: torch.matmul(a, b, out=c)})
+    """
+    if not impls:
+        raise ValueError("time_matmuls(impls=...): pass at least one {label: fn(a, b, c)} entry")
+    rows = []
+    for M, N, K in timing.progress(list(shapes), desc):
+        a = torch.randn(M, K, device=runtime.DEVICE, dtype=dtype)
+        b = torch.randn(K, N, device=runtime.DEVICE, dtype=dtype)
+        c = torch.empty(M, N, device=runtime.DEVICE, dtype=dtype)
+        row = {"shape": f"{M} x {N} x {K}", "M": M, "N": N, "K": K}
+        for label, fn in impls.items():
+            ms = timing.bench(lambda: fn(a, b, c))
+            row[f"{label}_ms"] = ms
+            row[f"{label}_tflops"] = timing.tflops(2 * M * N * K, ms)
+        rows.append(row)
+        del a, b, c  # free this shape's inputs before allocating the next
+    return rows

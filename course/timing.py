@@ -91,6 +91,14 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+def autotune_bench(fn: Callable[[], object], quantiles=(0.5, 0.2, 0.8)) -> list[float]:
+    """A timer with ``triton.testing.do_bench``'s signature, for ``triton.autotune(do_bench=...)``:
+    :func:`bench` (so it also runs under the interpreter, one wall-clock run per config), the same
+    time for every quantile asked."""
+    ms = bench(fn, max_cpu_runs=1)
+    return [ms] * len(quantiles) if quantiles else ms
+
+
 def host_us(fn: Callable[[], object], calls: int = 200) -> float:
     """Host (CPU) time of one ``fn()`` call in microseconds: what the Python and the launch cost,
     with the GPU's work left queued (a GPU launch returns before the kernel runs)."""

@@ -390,18 +390,22 @@ def test_device_is_the_courses():
 # --- 03: the tiled matmul kernel ---------------------------------------------------------------------
 
 def _matmul_variant(tmp_path, name, *edits):
-    """The course's matmul_kernel with ``edits`` ((old, new) pairs) applied: a learner's mistake."""
+    """The course's matmul_kernel (with its helper matmul_tile) with ``edits`` ((old, new) pairs)
+    applied: a learner's mistake."""
     from course import tiled
 
-    return _variant(tmp_path, name, tiled.matmul_kernel, *edits)
+    return _variant(tmp_path, name, (tiled.matmul_tile, tiled.matmul_kernel), *edits)
 
 
-def _variant(tmp_path, name, kernel, *edits):
-    """``kernel`` (a @triton.jit function of the course) rewritten by ``edits`` in a module of its own."""
+def _variant(tmp_path, name, kernels, *edits):
+    """``kernels`` (@triton.jit functions of the course; the last is returned) rewritten by ``edits``
+    in a module of their own."""
     import importlib.util
     import inspect
 
-    source = inspect.getsource(kernel.fn)
+    kernels = kernels if isinstance(kernels, tuple) else (kernels,)
+    kernel = kernels[-1]
+    source = "\n\n".join(inspect.getsource(k.fn) for k in kernels)
     for old, new in edits:
         assert old in source, old
         source = source.replace(old, new)
@@ -425,8 +429,8 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
                       "outside C"),
     "a float16 accumulator": ([("dtype=tl.float32)", "dtype=tl.float16)")], "Accumulate in float32"),
     "only the last K step": ([("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b)")], "only the last step of K"),
-    "program ids swapped": ([("pid_m = tl.program_id(0)", "pid_m = tl.program_id(1)"),
-                             ("pid_n = tl.program_id(1)", "pid_n = tl.program_id(0)")], "yours are swapped"),
+    "program ids swapped": ([("tl.program_id(0), tl.program_id(1)", "tl.program_id(1), tl.program_id(0)")],
+                            "yours are swapped"),
     "columns masked with M": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
                                 """             mask=(rows[:, None] < M) & (cols[None, :] < M))""")],
                               "compares rows with N or columns with M"),
@@ -511,3 +515,64 @@ WAVES_WRONG = {
 def test_wave_count_reference_and_wrong_answers():
     assert quiet(exercises.check_wave_count, solutions.wave_count).passed
     _assert_wrong_answers_named(exercises.check_wave_count, WAVES_WRONG)
+
+
+_REFUSED = '''
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from course import exercises
+
+
+@triton.jit
+def tile(x_ptr):
+    acc = 0.0  # a scalar accumulator: its type changes in the loop
+    for k in range(0, 4):
+        acc += tl.load(x_ptr + tl.arange(0, 16))
+    tl.store(x_ptr + tl.arange(0, 16), acc)
+
+
+@triton.jit
+def scalar_accumulator(x_ptr):
+    tile(x_ptr)
+
+
+@triton.jit
+def one(pid):
+    return pid
+
+
+@triton.jit
+def one_value_returned(x_ptr):
+    a, b = one(tl.program_id(0))
+    tl.store(x_ptr + a, b)
+
+
+for kernel in (scalar_accumulator, one_value_returned):
+    try:
+        triton.compile(ASTSource(kernel, {"x_ptr": "*fp32"}, {}), target=GPUTarget("cuda", 90, 32))
+    except Exception as err:
+        print(exercises._user_error("your kernel", err))
+        print("--")
+'''
+
+
+def test_compile_refusals_name_the_reason_and_the_line(tmp_path):
+    # What a learner sees on a GPU, where Triton refuses the kernel at launch; built here for an H100
+    # without one (the front end refuses before any GPU is needed). A helper's error is found inside.
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "refused.py"
+    script.write_text(_REFUSED)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "COURSE_DEVICE")}
+    env["_COURSE_COMPILE_ONLY"] = "1"
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    scalar, one_value = proc.stdout.split("--")[:2]
+    assert "your kernel was refused: Triton cannot compile it for a GPU" in scalar
+    assert "Loop-carried variable acc" in scalar and "at: for k in range(0, 4):" in scalar
+    assert "start the accumulator as a block" in scalar
+    assert "at: a, b = one(tl.program_id(0))" in one_value and "return both" in one_value

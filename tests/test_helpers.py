@@ -77,6 +77,7 @@ print("matmul", float((matmul(a, b).double() - a.double() @ b.double()).norm() /
 """
 
 
+@pytest.mark.skipif(bool(runtime.interpreter_numpy_problem()), reason=str(runtime.interpreter_numpy_problem()))
 @pytest.mark.parametrize("first", ["import triton", "import triton.language as tl", "import triton.language"])
 def test_triton_imported_before_course_still_runs_kernels(tmp_path, first):
     # `import triton` decorates triton.language.standard (tl.sum, tl.cdiv, tensor.max) while
@@ -475,3 +476,16 @@ def test_measured_or_recorded_measures_on_a_gpu_and_loads_otherwise(tmp_path, mo
     records.save("sweep", [{"n": 1}], meta={"gpu": "recorded GPU"})
     rec = records.measured_or_recorded("sweep", measure=lambda: [{"n": 2}])
     assert rec.rows == ([{"n": 1}] if runtime.INTERPRET else [{"n": 2}])
+
+
+def test_a_numpy_that_breaks_the_interpreter_is_named(monkeypatch):
+    import numpy
+
+    monkeypatch.setattr(numpy, "__version__", "2.5.0")
+    monkeypatch.setattr(runtime.triton, "__version__", "3.6.0")
+    assert "pip install 'numpy<2.4'" in runtime.interpreter_numpy_problem()
+    monkeypatch.setattr(runtime.triton, "__version__", "3.7.0")
+    assert runtime.interpreter_numpy_problem() is None
+    monkeypatch.setattr(numpy, "__version__", "2.3.5")
+    monkeypatch.setattr(runtime.triton, "__version__", "3.6.0")
+    assert runtime.interpreter_numpy_problem() is None

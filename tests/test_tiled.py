@@ -62,6 +62,57 @@ def test_bad_input_is_named(call, message):
         call(a, b)
 
 
+# The same product by the kernels of notebooks 04 and 05: other launch orders, other configurations.
+ORDERED = {
+    "grouped, GROUP_M = 3": lambda a, b, out: tiled.grouped_matmul(a, b, out=out, group_m=3, block_m=16, block_n=32,
+                                                                  block_k=16, num_warps=4, num_stages=2),
+    "row-major, 1-D grid": lambda a, b, out: tiled.grouped_matmul(a, b, out=out, group_m=1, block_m=32, block_n=16,
+                                                                 block_k=32, num_warps=4, num_stages=2),
+    "autotuned": lambda a, b, out: tiled.tuned_matmul(a, b, out=out),
+}
+
+
+@pytest.mark.parametrize("kernel", ORDERED)
+@pytest.mark.parametrize("M, N, K", [(1, 1, 1), (100, 37, 129), (70, 130, 64)])
+def test_grouped_and_tuned_match_float64(kernel, M, N, K):
+    for dtype in DTYPES:
+        a = torch.randn(K, M, device=DEVICE, dtype=dtype).T  # transposed: the strides carry it
+        b = torch.randn(K, 2 * N, device=DEVICE, dtype=dtype)[:, ::2]
+        out = ORDERED[kernel](a, b, poisoned((M, N), dtype, DEVICE))
+        check(f"{kernel}, {M}x{N}x{K} {dtype}", out, a.double() @ b.double())
+
+
+def test_tuned_matmul_keeps_one_config_per_shape():
+    assert tiled.kept_config(3, 5, 7) == "not tuned"
+    a, b = torch.randn(3, 7, device=DEVICE), torch.randn(7, 5, device=DEVICE)
+    tiled.tuned_matmul(a, b)
+    kept = tiled.kept_config(3, 5, 7)
+    assert any(kept.startswith(f"{c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']}x{c.kwargs['BLOCK_K']}, "
+                               f"{c.num_warps} warps, {c.num_stages} stages") for c in tiled.TUNING_CONFIGS), kept
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: tiled.grouped_matmul(a, b, group_m=0), "group_m=0 must be an int >= 1"),
+    (lambda a, b: tiled.grouped_matmul(a, b.T), "grouped_matmul: a is (8, 6) and b is (4, 6)"),
+    (lambda a, b: tiled.grouped_matmul(a, b, block_n=48), "block_n=48 must be a power of two"),
+    (lambda a, b: tiled.tuned_matmul(a.double(), b), "tuned_matmul: a is torch.float64; pass float16"),
+])
+def test_grouped_and_tuned_bad_input_is_named(call, message):
+    a, b = torch.randn(8, 6, device=DEVICE), torch.randn(6, 4, device=DEVICE)
+    with pytest.raises((ValueError, TypeError), match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(a, b)
+
+
+def test_time_matmuls_rows():
+    rows = tiled.time_matmuls([(16, 24, 8)], {"torch": lambda a, b, c: torch.matmul(a, b, out=c)},
+                              dtype=torch.float32)
+    (row,) = rows
+    assert (row["shape"], row["M"], row["N"], row["K"]) == ("16 x 24 x 8", 16, 24, 8)
+    assert row["torch_tflops"] == pytest.approx(2 * 16 * 24 * 8 / (row["torch_ms"] * 1e-3) / 1e12)
+    with pytest.raises(ValueError, match="at least one"):
+        tiled.time_matmuls([(1, 1, 1)], {})
+
+
 def test_accumulation_error_grows_with_k_only_in_float16():
     rows = tiled.accumulation_error(ks=(64, 4096))
     assert rows[1]["fp16 accumulator"] > 3 * rows[0]["fp16 accumulator"]
@@ -128,6 +179,15 @@ def test_waves(M, N, tiles, waves, idle):
     w = tiled.waves(M, N, 128, 128, 132)
     assert (w["tiles"], w["waves"], w["idle in the last wave"]) == (tiles, waves, idle)
     assert w["efficiency"] == pytest.approx(tiles / (waves * 132))
+
+
+def test_bars_draw_one_labelled_bar_per_value():
+    fig = plots.bars(["1 x 2 x 3", "4 x 5 x 6"], {"tuned": [10.0, 20.0], "torch": [15.0, 25.0]}, ylabel="TFLOP/s")
+    assert len(fig.axes[0].patches) == 4 and len(fig.axes[0].texts) == 4
+    with pytest.raises(ValueError, match="2 values for 3 categories"):
+        plots.bars("abc", {"tuned": [1, 2]}, ylabel="x")
+    with pytest.raises(ValueError, match="at least one"):
+        plots.bars("ab", {}, ylabel="x")
 
 
 def test_wave_fill_draws_a_bar_per_shape():
