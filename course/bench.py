@@ -80,10 +80,10 @@ def _inputs(dtype, M, N, K, device="cuda"):
 def _not_run(dtype, M, N, K):
     """Modes that would only repeat another here: "tail" without a split (it runs persistent), and
     "gluon" for int8, decode shapes (M <= 64) or where the GPU cannot run it (not sm_90)."""
-    from course import gemm
+    from course import gemm, gemm_config
 
     skip = set() if gemm.tail_plan_for(M, N, gemm.heuristic_config(M, N, K, dtype)) else {"tail"}
-    if dtype == torch.int8 or M <= 64 or not gemm._gluon_here():
+    if dtype == torch.int8 or M <= 64 or not gemm_config.gluon_here():
         skip.add("gluon")
     return skip
 

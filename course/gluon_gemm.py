@@ -65,7 +65,8 @@ import functools
 
 import torch
 
-from course import runtime
+from course import hardware, runtime
+from course.gemm_layout import tma_layout
 
 try:  # Gluon is experimental: absent from older Triton, and its API may move in newer ones
     from triton.experimental import gluon
@@ -297,13 +298,6 @@ def launch_shapes(tile: tuple, swap: bool, y_kmajor: bool) -> tuple:
     return blocks, constexprs
 
 
-def _layout(t: torch.Tensor):
-    """``course.gemm._tma_layout``: False (row-major), True (K-major) or None (TMA cannot read ``t``)."""
-    from course import gemm  # here, not at the top: course.gemm imports this module
-
-    return gemm._tma_layout(t)
-
-
 def tiles(M: int, N: int, swap: bool, tile: tuple = WIDE) -> int:
     """Number of ``tile`` (rows x columns) tiles of an M x N output (the rows along N when ``swap``)."""
     rows, cols = (N, M) if swap else (M, N)
@@ -336,16 +330,14 @@ def unsupported(a, b, c, swap: bool) -> str | None:
         return "this Triton has no Gluon (triton.experimental.gluon); install Triton 3.6"
     if runtime.INTERPRET or not torch.cuda.is_available():
         return "Gluon kernels need a GPU (Triton's interpreter cannot run them)"
-    from course import gemm
-
-    cap = gemm._device_info(a.device.index)[1]
+    cap = hardware.device_capability(a.device.index)
     if cap != (9, 0):
         return f"it needs an sm_90 GPU (Hopper: wgmma); this one is sm_{cap[0]}{cap[1]}"
     if a.dtype not in (torch.float16, torch.bfloat16) or c.dtype != a.dtype:
         return "it takes float16 or bfloat16 inputs with an output of the same dtype"
-    if _layout(a) is not False or _layout(c) is not False:
+    if tma_layout(a) is not False or tma_layout(c) is not False:
         return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
-    b_kmajor = _layout(b)
+    b_kmajor = tma_layout(b)
     if swap and b_kmajor is not True:
         return "with the tile rows along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
     if b_kmajor is None:
@@ -373,7 +365,7 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
         x, y, y_kmajor, R, Q = b.T, a, True, N, M
     else:
         x, R, Q = a, M, N
-        y_kmajor = _layout(b)
+        y_kmajor = tma_layout(b)
         y = b.T if y_kmajor else b
     blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
     x_desc, y_desc, c_desc = _descriptor(x, blocks["x"]), _descriptor(y, blocks["y"]), _descriptor(c, blocks["c"])

@@ -23,6 +23,7 @@ it, below a datasheet's promise. It has no fp8 or int8 peak.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
@@ -252,6 +253,22 @@ def _median_ms(fn, budget_ms: float) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+@functools.lru_cache(maxsize=None)
+def _properties(index: int) -> tuple:
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, (props.major, props.minor)
+
+
+def device_sms(index: int | None = None) -> int:
+    """The SM count of GPU ``index`` (default: the current one)."""
+    return _properties(torch.cuda.current_device() if index is None else index)[0]
+
+
+def device_capability(index: int | None = None) -> tuple:
+    """The compute capability ``(major, minor)`` of GPU ``index`` (default: the current one)."""
+    return _properties(torch.cuda.current_device() if index is None else index)[1]
 
 
 def current() -> Machine | None:

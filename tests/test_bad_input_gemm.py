@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from course import gemm
+from course import gemm, gemm_config
 from course.check import check, poisoned
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -85,7 +85,7 @@ def mm_case(a, b, *, bias=None, out=None, out_dtype=None, **kw):
     """Run matmul into a poisoned ``out`` (default: a fresh (M, N) one); return (out, float64 ref)."""
     M, N = a.shape[0], b.shape[1]
     if out is None:
-        out = poisoned((M, N), out_dtype or (torch.bfloat16 if a.dtype in gemm._FP8 else a.dtype), DEVICE)
+        out = poisoned((M, N), out_dtype or (torch.bfloat16 if a.dtype in gemm_config.FP8 else a.dtype), DEVICE)
     ref = ref_mm(a, b, bias)
     got = matmul(a, b, bias=bias, out=out, out_dtype=out_dtype, **kw)
     assert got is out, "matmul must return out"

@@ -17,7 +17,7 @@ import course  # noqa: F401  (decides GPU or interpreter before any kernel is de
 import pytest
 import torch
 
-from course import gemm
+from course import gemm, gemm_config
 from course.check import check, poisoned
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -155,7 +155,7 @@ def run_spec(s: dict) -> None:
         bias, bias_vals = _vector(gen, N, bias_dtype, "strided" if s["bias"] == "strided" else "row")
         ref = ref + bias_vals.double()
     out_dtype = getattr(torch, s["out_dtype"]) if s["out_dtype"] else (
-        torch.bfloat16 if int8 or dtype in gemm._FP8 else dtype)
+        torch.bfloat16 if int8 or dtype in gemm_config.FP8 else dtype)
     if INTERPRET and out_dtype == torch.bfloat16:
         out_dtype = torch.float32  # (int8's default output, bf16, is wrong under the interpreter)
     out = whole = None

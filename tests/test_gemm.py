@@ -16,7 +16,7 @@ import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 import triton  # noqa: E402
-from course import gemm, gluon_gemm
+from course import gemm, gemm_config, gemm_inputs, gemm_kernel, gemm_layout, gluon_gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -61,7 +61,7 @@ def test_matmul_matches_float64(shape, dtype, mode):
 @pytest.mark.parametrize("b_layout", ["row", "transposed", "strided"])
 def test_any_strides_without_copies(a_layout, b_layout, monkeypatch):
     # the kernel itself reads every layout: no operand is copied into aligned rows here
-    monkeypatch.setattr(gemm, "MACS_PER_COPIED_ELEMENT", float("inf"))
+    monkeypatch.setattr(gemm_layout, "MACS_PER_COPIED_ELEMENT", float("inf"))
     M, N, K = pick(cpu=(35, 29, 41), gpu=(777, 555, 333))
 
     def make(rows, cols, layout):
@@ -97,7 +97,7 @@ def test_aligned_copy_keeps_values_and_layout():
         # (a row starts every 128 bytes from the buffer's start; CUDA's allocator aligns that to 512)
         assert pitch * c.element_size() % 128 == 0 and c.data_ptr() % 16 == 0, f"{name}: rows not 128-byte aligned"
         assert (c.stride(0) == 1) == (name == "transposed"), f"{name}: stored the other way round"
-        assert gemm._tma_layout(c) is not None, f"{name}: TMA still cannot read the copy"
+        assert gemm_layout.tma_layout(c) is not None, f"{name}: TMA still cannot read the copy"
 
 
 def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
@@ -142,7 +142,7 @@ def test_short_products_with_unaligned_weights_take_narrow_k_steps():
 def test_cached_launch_plans_follow_layout_and_alignment(monkeypatch):
     # One shape, five operand layouts in a row: each needs its own launch plan (TMA or pointer
     # loads, transposed or not), so a plan cached for one must never serve another.
-    monkeypatch.setattr(gemm, "MACS_PER_COPIED_ELEMENT", float("inf"))  # no aligned copies
+    monkeypatch.setattr(gemm_layout, "MACS_PER_COPIED_ELEMENT", float("inf"))  # no aligned copies
     M, N, K = pick(cpu=(24, 40, 32), gpu=(256, 320, 192))
     base = _randn(M * K + 8)
     variants = {
@@ -259,7 +259,7 @@ def test_tail_plan_cuts_whole_waves_and_one_short_one():
 @pytest.mark.parametrize("share", ["none", "some", "all"])
 def test_streamk_tile_counts(share):
     """Stream-K with 0 tiles (full waves), a partial last wave, and every tile (fewer tiles than SMs)."""
-    sms = gemm._num_sms()
+    sms = gemm_config.sm_count()
     cfg = pick(cpu=Config(16, 16, 16, num_stages=2), gpu=Config(32, 32, 32, num_warps=4, num_stages=3))
     tiles = {"none": 2 * sms, "some": sms + max(1, sms // 3), "all": max(1, sms - 1)}[share]
     M, N = cfg.block_m * tiles - 3, cfg.block_n  # one column of tiles, the last row of tiles ragged
@@ -459,7 +459,7 @@ def test_tensor_descriptors_for_every_layout(layouts, mode):
 @pytest.mark.parametrize("mode", MODES + ["tail", "gluon"])
 def test_matmul_replays_in_a_cuda_graph(mode):
     # The way to pay the Python launch cost once: capture, then replay on new data in place.
-    if mode == "gluon" and not gemm._gluon_here():
+    if mode == "gluon" and not gemm_config.gluon_here():
         pytest.skip("the Gluon kernel needs an sm_90 GPU")
     M, N, K = TAIL_CASES["n"] if mode == "tail" else (512, 1024, 768)
     a, b = _randn(M, K), _randn(N, K).T
@@ -514,7 +514,7 @@ def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
     """The decode rows of heuristic_config as on an H100 (132 SMs): 128-wide TMA tiles where they
     fill at least 60% of one wave (N >= 10113), 64 or 32 wide below that."""
     monkeypatch.setattr(gemm.runtime, "INTERPRET", False)
-    monkeypatch.setattr(gemm, "_num_sms", lambda: 132)
+    monkeypatch.setattr(gemm_config, "sm_count", lambda: 132)
     gemm.heuristic_config.cache_clear()
     try:
         tile = lambda M, N, dt=torch.bfloat16: (lambda c: (c.block_m, c.block_n, c.tma))(  # noqa: E731
@@ -586,7 +586,7 @@ def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
         assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
 
 
-needs_gluon = pytest.mark.skipif(INTERPRET or not gemm._gluon_here(), reason="the Gluon kernel needs an sm_90 GPU")
+needs_gluon = pytest.mark.skipif(INTERPRET or not gemm_config.gluon_here(), reason="the Gluon kernel needs an sm_90 GPU")
 
 
 @needs_gluon
@@ -620,7 +620,7 @@ def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
         return
     assert why is None
     bias = _randn(N, dtype=torch.float32)
-    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm._num_sms(), tile=tile)
+    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm_config.sm_count(), tile=tile)
     check(f"gluon {tile} {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, _reference(a, b, bias))
 
 
@@ -633,7 +633,7 @@ def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
     a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
     cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
     if not gemm.gluon_tiles_for(M, N, cfg):  # another SM count (e.g. an H100 PCIe): not this GPU's choice
-        pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm._num_sms()} SMs")
+        pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm_config.sm_count()} SMs")
     expected = gemm.gluon_tiles_for(M, N, cfg)[0]  # (tile, swap): b is K-major, all suit
     calls = []
     real = gluon_gemm.matmul_wide
@@ -781,13 +781,13 @@ def _far_apart(rows, cols, dtype, gap, *, transposed=False):
 
 def test_wide_strides_only_where_offsets_reach_2_31():
     s = dict(am=64, ak=1, bk=32, bn=1, cm=32, cn=1, sa=1, sb=1, bias=1)
-    assert gemm._wide_strides(100, 32, 64, s, 16) == 0
-    assert gemm._wide_strides(3, 5, 20, dict(s, am=2**30), 16) == 1  # A's rows 2^30 apart: stride_am
-    assert gemm._wide_strides(3, 5, 20, dict(s, bk=1, bn=2**30), 16) == 8  # K-major B, columns far apart
-    assert gemm._wide_strides(3, 5, 20, dict(s, cm=2**30), 16) == 16
-    assert gemm._wide_strides(3, 5, 20, dict(s, sa=2**30, sb=2**30, bias=2**30), 16) == 64 | 128 | 256
+    assert gemm_layout.wide_strides(100, 32, 64, s, 16) == 0
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, am=2**30), 16) == 1  # A's rows 2^30 apart: stride_am
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, bk=1, bn=2**30), 16) == 8  # K-major B, columns far apart
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, cm=2**30), 16) == 16
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, sa=2**30, sb=2**30, bias=2**30), 16) == 64 | 128 | 256
     # the masked K step past K - 1 counts: 2^31 - 1 is reached only with the padding
-    assert gemm._wide_strides(3, 5, 2**20 - 1000, dict(s, ak=2**11, am=1), 16) == 2
+    assert gemm_layout.wide_strides(3, 5, 2**20 - 1000, dict(s, ak=2**11, am=1), 16) == 2
 
 
 _GAP = 2**30  # elements between rows: 2 rows reach offset 2^31
@@ -831,13 +831,13 @@ torch.cuda.get_device_name = lambda *a: "none"
 os.environ["COURSE_DEVICE"] = "gpu"
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path.insert(0, sys.argv[1])
-from course import gemm
+from course import gemm_kernel
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 def ptx(wide):
-    fn = gemm._matmul_kernel
+    fn = gemm_kernel.matmul_kernel
     sig = dict(A="*i8", B="*i8", C="*fp16", A_scale="*fp32", B_scale="*fp32", bias="*fp32", partials="*i32",
                flags="*i32", M="i32", N="i32", K="i32")
     consts = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_SIZE_M=8, NUM_SMS=132, STREAMK_TILES=0,
@@ -996,7 +996,7 @@ else:
         ("tiny block compiled", lambda: matmul(_f16(4, 5), _f16(5, 6), config=Config(8, 16, 16)), ValueError,
          r"at least 16"),
     ]
-    if gemm._gluon_here():
+    if gemm_config.gluon_here():
         ERRORS += [
             ("gluon fp32", lambda: matmul(_f16(4, 8).float(), _f16(8, 8).float(), mode="gluon"), ValueError,
              r"mode='gluon' cannot run here: it takes float16 or bfloat16"),
@@ -1016,7 +1016,7 @@ def test_bad_input_gets_a_clear_error(call, error, message):
 @gpu
 @pytest.mark.gpu
 def test_fp8_before_sm89_is_explained(monkeypatch):
-    monkeypatch.setattr(gemm, "_capability", lambda: (8, 0))
+    monkeypatch.setattr(gemm_inputs, "capability", lambda: (8, 0))
     a = torch.zeros(4, 5, device=DEVICE).to(torch.float8_e4m3fn)
     b = torch.zeros(5, 6, device=DEVICE).to(torch.float8_e4m3fn)
     with pytest.raises(TypeError, match=r"needs an sm_89\+ GPU"):
@@ -1025,7 +1025,7 @@ def test_fp8_before_sm89_is_explained(monkeypatch):
 
 def test_a_lazily_negated_fp8_view_is_negated_exactly():
     # CUDA has no float8 negation kernel (resolve_neg fails there): the sign bits are flipped instead.
-    for dtype in gemm._FP8:
+    for dtype in gemm_config.FP8:
         x = torch.randn(6, 9).to(dtype)[:, ::2]
-        resolved = gemm._resolved(torch._neg_view(x))
+        resolved = gemm_inputs.resolved(torch._neg_view(x))
         assert not resolved.is_neg() and torch.equal(resolved.float(), -x.float())

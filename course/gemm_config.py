@@ -1,0 +1,357 @@
+"""What ``course.gemm`` runs for a given product: the tile configuration and the schedule (mode).
+
+Functions of the shape, the dtype and the GPU's SM count: ``heuristic_config`` picks tiles,
+``choose_mode`` the schedule (persistent, Stream-K, a tail split, or the Gluon kernel), and the
+``*_for`` functions say how each schedule would cut the work. They launch nothing, so they can be
+read and tested on any machine (pass ``num_sms`` to ask about another GPU):
+
+    >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut
+    2816
+"""
+
+import dataclasses
+import functools
+
+import torch
+
+from course import gemm_layout, gluon_gemm, hardware, runtime
+from course.gemm_layout import cdiv, stored_transposed, tma_layout
+
+
+_MAX_TILE_ELEMENTS = 2**20  # Triton's TRITON_MAX_TENSOR_NUMEL
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Launch configuration: tile sizes (powers of two), warps per program, pipeline depth.
+
+    Example: ``matmul(a, b, config=Config(128, 256, 64, num_warps=8, num_stages=3))``.
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+    group_size_m: int = 8
+    tma: bool | None = None  # read A and B through tensor descriptors; None: wherever the layouts allow
+    tma_store: bool | None = None  # write C through a tensor descriptor; None: whenever C's layout allows
+    store_halves: int = 1  # TMA store in 1 or 2 pieces (2: half the staging shared memory)
+
+    def __post_init__(self):
+        # bool is an int in Python (True == 1): refused here rather than deep inside Triton
+        for name in ("block_m", "block_n", "block_k"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise ValueError(f"Config.{name}={v!r}: pass a power of two such as 16, 64 or 128 (an int)")
+        for name in ("num_warps", "num_stages", "group_size_m"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Config.{name}={v!r}: pass a positive integer")
+        if self.num_warps & (self.num_warps - 1):
+            raise ValueError(f"Config.num_warps={self.num_warps}: pass a power of two (4 or 8 suit most tiles)")
+        for x, y in (("block_m", "block_k"), ("block_k", "block_n"), ("block_m", "block_n")):
+            if getattr(self, x) * getattr(self, y) > _MAX_TILE_ELEMENTS:
+                raise ValueError(f"Config.{x} x Config.{y} = {getattr(self, x)} x {getattr(self, y)} is over "
+                                 f"Triton's {_MAX_TILE_ELEMENTS} elements per tile: pass smaller blocks")
+        for name in ("tma", "tma_store"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, bool):
+                raise ValueError(f"Config.{name}={v!r}: pass True, False or None (None: wherever the layout allows)")
+        if isinstance(self.store_halves, bool) or not isinstance(self.store_halves, int) or \
+                self.store_halves not in (1, 2):
+            raise ValueError(f"Config.store_halves={self.store_halves!r}: pass 1 or 2")
+
+
+FP8 = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+ELEMENT_SIZE = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4, torch.int8: 1, **{d: 1 for d in FP8}}
+
+
+def sm_count() -> int:
+    """Programs of a persistent launch: the SM count on a GPU, a handful under the interpreter."""
+    if runtime.INTERPRET:
+        return 4  # enough programs to exercise Stream-K sharing, few enough to stay fast on a CPU
+    return hardware.device_sms()
+
+
+def capability() -> tuple:
+    """This GPU's compute capability, ``(0, 0)`` under the interpreter."""
+    return (0, 0) if runtime.INTERPRET else hardware.device_capability()
+
+
+def supported_dtypes() -> list:
+    """Input dtypes ``matmul`` accepts here (``matmul_int8`` takes int8)."""
+    if runtime.INTERPRET:
+        return [torch.float16, torch.float32]
+    dts = [torch.float16, torch.bfloat16, torch.float32]
+    if capability() >= (8, 9):
+        dts += list(FP8)
+    return dts
+
+
+def _wave_efficiency(M, N, block_m, block_n, sms):
+    tiles = cdiv(M, block_m) * cdiv(N, block_n)
+    return tiles / (cdiv(tiles, sms) * sms)
+
+
+@functools.lru_cache(maxsize=4096)
+def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
+    """A good configuration for an ``M x N x K`` product of ``dtype`` inputs on this GPU.
+
+    Decode (M <= 64) streams B with short, wide-K tiles; larger products take 128 x 256 tiles (8 warps),
+    run as a tail split where their waves are under 90 % full, or 128 x 128 tiles where those fill the
+    last wave clearly better. Under the interpreter every block is 16 (the smallest tile a GPU dot
+    accepts). The measurements behind each branch: ``notes/gemm-decisions.md``, "Tiles".
+
+        >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
+        16
+    """
+    if runtime.INTERPRET:
+        return Config(16, 16, 16, num_warps=4, num_stages=2)
+    esize = ELEMENT_SIZE[dtype]
+    bk = {1: 128, 2: 64, 4: 32}[esize]
+    sms = sm_count()
+    # Decode (M <= 64) streams B once. Where 128-wide tiles fill at least 60% of one wave, they beat
+    # narrower ones, which leave no SM idle but read A's rows again for every 32 or 64 columns.
+    wide_decode = cdiv(N, 128) >= 0.6 * sms
+
+    def streaming(block_m, block_n, block_k, num_stages):
+        # Pointer loads suit decode only where K is a multiple of the K step: the masked last step
+        # of a ragged K slowed the whole loop 6x (H100, 16 x 4096 x 4095 on 128-byte aligned rows:
+        # 139 us with pointer loads, 22 us through TMA, which zero-fills the ragged step by itself)
+        return Config(block_m, block_n, block_k, num_warps=4, num_stages=num_stages, tma=K % block_k != 0,
+                      tma_store=False)
+
+    if M <= 16:  # pointer loads and stores measured best for 64-wide tiles (streaming: where K allows)
+        if esize == 2 and wide_decode and cdiv(N, 128) <= sms:  # one wave of 128-wide tiles (H100, bf16:
+            # 16 x 14336 x 4096 0.975 -> 0.991 x cuBLAS, 16 x 10240 x 8192 1.053 -> 1.084)
+            return Config(16, 128, 4 * bk, num_warps=4, num_stages=3, tma=True, tma_store=False)
+        return streaming(16, 64, 4 * bk, num_stages=4)
+    if M <= 64:
+        if esize <= 2 and wide_decode:  # wide weights: 64 x 128 tiles through TMA (H100: int8 0.96-1.03 x
+            # _int_mm against 0.82-0.99 with 64 x 64; bf16 64 x 10240 x 8192 0.939 -> 0.990 x cuBLAS,
+            # 64 x 14336 x 4096 0.976 -> 0.998, 64 x 28672 x 8192 1.024 -> 1.029)
+            return Config(64, 128, 128, num_warps=4, num_stages=4, tma=True, tma_store=False)
+        if esize == 2 and 2 * cdiv(N, 64) <= sms:  # 64-wide tiles would leave half the SMs idle: 32-wide,
+            # a deep pipeline (H100, 64 x 4096 x 4096: 0.94 -> 0.98 x cuBLAS, which runs 64 x 32 tiles; for
+            # N >= 6144 the same tiles measured 0.89-0.96 against 0.94-1.03 with 64 x 64)
+            return streaming(64, 32, 2 * bk, num_stages=8)
+        return streaming(64, 64, 2 * bk, num_stages=5 if esize == 2 else 3)
+    if esize == 4:
+        return Config(128, 128, bk, num_warps=8, num_stages=3)
+    if cdiv(M, 128) * cdiv(N, 128) < sms // 2:  # small: even 128 x 128 leaves SMs idle
+        if esize == 1:  # int8: a longer K step (H100, 1024^3: 0.87 x _int_mm against 0.84 with 128)
+            return Config(64, 128, 2 * bk, num_warps=4, num_stages=4, tma=True, tma_store=True)
+        return Config(64, 128, bk, num_warps=4, num_stages=7, tma=True, tma_store=True)  # 1024^3: s5 0.90, s7 0.93
+    wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
+    if esize == 2 and _tail_pays(M, N, wide, sms):  # 128 x 256 tiles in whole waves, a strip of small ones
+        return wide
+    if _wave_efficiency(M, N, 128, 128, sms) > _wave_efficiency(M, N, 128, 256, sms) + 0.05:
+        # 128 x 128 fills the last wave clearly better: TMA loads and stores, a deep pipeline. A
+        # 128 x 128 tile does ~8% less per SM than 128 x 256 (H100: 8192 x 10240 x 8192, wave
+        # efficiencies 0.995 / 0.970: 0.89 x cuBLAS with 128 x 128, 1.02 with 128 x 256)
+        if esize == 1:  # int8: K steps of 256 on 8 warps (H100: +2-6% on the five mid shapes measured)
+            return Config(128, 128, 2 * bk, num_warps=8, num_stages=3, tma=True, tma_store=True)
+        # 6 stages: 512 x 4096 x 4096 0.94 -> 0.99 x cuBLAS (H100), which runs 128 x 128 x 64 with 6
+        return Config(128, 128, bk, num_warps=4, num_stages=6 if esize == 2 else 4, tma=True, tma_store=True)
+    return wide
+
+
+def _streamk_pays(M, N, K, config, sms, dtype=None):
+    # A Stream-K piece costs a pipeline fill and a shared tile a fix-up (notes/gemm-decisions.md).
+    tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
+    if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full,
+        # or shares a long K among programs when the tiles leave half the SMs idle (K >= 48 steps)
+        long_k = cdiv(K, config.block_k) >= 48
+        return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and long_k)
+    one_byte = dtype is not None and ELEMENT_SIZE.get(dtype, 2) == 1
+    if one_byte:
+        return False
+    # Compute-bound tiles: only where the last wave's tiles are split in two or more; 128 x 128 tiles
+    # also need a long K loop, 128 x 256 tiles four full waves before it.
+    rem = tiles % sms
+    split = streamk_programs_for(M, N, K, config, sms) // rem if tiles > sms and rem else 0
+    if config.block_m * config.block_n == 128 * 128:
+        return split >= 2 and cdiv(K, config.block_k) >= 64
+    return config.block_m * config.block_n >= 128 * 256 and tiles >= 4 * sms and split >= 2
+
+
+def streamk_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> int:
+    """Tiles given to Stream-K in ``"streamk"`` mode: the last, partial wave (all tiles when there
+    are fewer tiles than SMs, none when the tiles fill whole waves); sharing more measured slower
+    (``notes/gemm-decisions.md``, "Stream-K")."""
+    sms = num_sms or sm_count()
+    tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
+    return tiles if tiles < sms else tiles % sms
+
+
+def streamk_programs_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None) -> int:
+    """Programs that share the Stream-K tiles' K-iterations in ``"streamk"`` mode: ``num_sms //
+    streamk_tiles`` per tile, so that programs holding the same chunk of different tiles move through
+    K in step and L2 serves them, and for 128-row tiles no fewer than 32 K-steps per chunk (0 when no
+    tile is Stream-K; ``notes/gemm-decisions.md``, "Stream-K")."""
+    sms = num_sms or sm_count()
+    sk = streamk_tiles_for(M, N, config, sms)
+    if not sk:
+        return 0
+    split = max(1, sms // sk)
+    if config.block_m >= 128:
+        split = max(1, min(split, cdiv(K, config.block_k) // 32))
+    return sk * split
+
+
+@dataclasses.dataclass(frozen=True)
+class TailPlan:
+    """How ``mode="tail"`` cuts C: at row ``cut`` (``axis="m"``) or column ``cut`` (``axis="n"``).
+    ``C[:cut]`` (or ``C[:, :cut]``) fills ``main_tiles`` tiles of the launch's config, whole waves;
+    the strip past the cut takes ``tail_tiles`` tiles of ``tail_config``, at most one wave."""
+
+    axis: str
+    cut: int
+    tail_config: Config
+    main_tiles: int
+    tail_tiles: int
+
+
+def _tail_config(config: Config) -> Config:
+    # Half the rows and half the columns (a quarter of the work), 4 warps, and a deep pipeline: the
+    # small tiles' K loop is bound by load latency (7 stages: 512 x 10240 x 8192 0.90 -> 0.94 x cuBLAS)
+    return Config(max(16, config.block_m // 2), max(16, config.block_n // 2), config.block_k, num_warps=4,
+                  num_stages=max(7, config.num_stages + 1), group_size_m=config.group_size_m, tma=config.tma,
+                  tma_store=config.tma_store)
+
+
+@functools.lru_cache(maxsize=4096)
+def tail_plan_for(M: int, N: int, config: Config, num_sms: int | None = None) -> "TailPlan | None":
+    """Where ``mode="tail"`` cuts an ``M x N`` output, or None when no cut works.
+
+    The cut keeps the most whole rows (or columns) of ``config`` tiles whose tiles fill their waves of
+    ``num_sms`` programs to at least 97 %, and needs the strip past it to fit in one wave of tiles half
+    as tall and half as wide. Both launches are persistent; a ragged last wave of big tiles costs as
+    long as a full one, the small tiles of the strip finish sooner (``notes/gemm-decisions.md``,
+    "The tail split").
+
+        >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut
+        2816
+    """
+    sms = num_sms or sm_count()
+    tail = _tail_config(config)
+    best = None
+    for axis, block, along, other in (("m", config.block_m, cdiv(M, config.block_m), cdiv(N, config.block_n)),
+                                      ("n", config.block_n, cdiv(N, config.block_n), cdiv(M, config.block_m))):
+        # the most whole rows (columns) of tiles that fill whole waves
+        rows = next((r for r in range(along - 1, 0, -1) if r * other / (cdiv(r * other, sms) * sms) >= 0.97), 0)
+        if not rows:
+            continue
+        cut = rows * block
+        strip_m, strip_n = (M - cut, N) if axis == "m" else (M, N - cut)
+        tail_tiles = cdiv(strip_m, tail.block_m) * cdiv(strip_n, tail.block_n)
+        plan = TailPlan(axis, cut, tail, rows * other, tail_tiles)
+        if tail_tiles <= sms and (best is None or (plan.main_tiles, -tail_tiles) > (best.main_tiles, -best.tail_tiles)):
+            best = plan
+    return best
+
+
+def _tail_pays(M, N, config, sms):
+    # Where the waves are nearly full there is little to win and a second launch to pay.
+    return config.block_m >= 128 and _wave_efficiency(M, N, config.block_m, config.block_n, sms) < 0.9 \
+        and tail_plan_for(M, N, config, sms) is not None
+
+
+# The Gluon kernel's tiles run at about 0.95 of the speed per SM of Triton's 128 x 256 ones (H100, bf16)
+_GLUON_SPEED = 0.95
+
+
+def gluon_here() -> bool:
+    """Whether the Gluon kernel can run here: compiled, Triton with Gluon, an sm_90 GPU."""
+    return not runtime.INTERPRET and gluon_gemm.gluon is not None and capability() == (9, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def gluon_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> tuple:
+    """The Gluon kernel's ``(tile, swap)`` choices (``course.gluon_gemm``) that ``mode="auto"``
+    prefers to ``config``'s Triton schedule for an ``M x N`` output, fastest first; empty where
+    Triton's tiles do as well. ``swap``: the tile's rows run along N (``C^T = B^T A^T``).
+
+    A model in units of one 128 x 256 tile's time: waves times tile area, the Gluon tiles at
+    ``_GLUON_SPEED`` of the speed per SM; a Gluon tile must win by 5 % (``notes/gemm-decisions.md``,
+    "The Gluon kernel").
+
+        >>> gluon_tiles_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
+        ((192, 128), True)
+    """
+    sms = num_sms or sm_count()
+    if M <= 64 or config.block_m * config.block_n != 128 * 256:
+        return ()
+    if _tail_pays(M, N, config, sms):
+        now = cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
+    else:
+        now = cdiv(cdiv(M, config.block_m) * cdiv(N, config.block_n), sms)
+
+    def cost(tile, swap):
+        return cdiv(gluon_gemm.tiles(M, N, swap, tile), sms) * tile[0] * tile[1] / (128 * 256) / _GLUON_SPEED
+
+    return tuple((tile, swap) for tile, swap in gluon_gemm.tile_choices(M, N, sms) if cost(tile, swap) < 0.95 * now)
+
+
+def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,
+                gluon: bool | None = None) -> str:
+    """What ``mode="auto"`` runs: ``"gluon"`` for 2-byte inputs on an sm_90 GPU where its tiles
+    fill the waves clearly better (``gluon_tiles_for``; ``gluon=False`` leaves it out, and at launch,
+    operands whose layout it cannot read fall back to the rest of this list); else ``"tail"`` for
+    2-byte inputs whose tiles fill their waves to under 90 % when a tail split exists
+    (``tail_plan_for``); else ``"streamk"`` where the last, partial wave can be split into K-chunks
+    shared by two or more programs each and the problem is big enough to pay for the fix-ups; else
+    ``"persistent"`` (``notes/gemm-decisions.md``, "Stream-K").
+
+        >>> choose_mode(4096, 4096, 4096, Config(128, 256, 64), num_sms=132, gluon=False)  # doctest: +SKIP
+        'persistent'
+    """
+    sms = num_sms or sm_count()
+    two_byte = dtype is None or ELEMENT_SIZE.get(dtype) == 2
+    if gluon is None:
+        gluon = gluon_here()
+    if two_byte and gluon and gluon_tiles_for(M, N, config, sms):
+        return "gluon"
+    if runtime.INTERPRET:  # exercise both schedules on the CPU
+        tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
+        return "streamk" if tiles % sms else "persistent"
+    if two_byte and _tail_pays(M, N, config, sms):
+        return "tail"
+    return "streamk" if _streamk_pays(M, N, K, config, sms, dtype) else "persistent"
+
+
+def unaligned_decode_config(a: torch.Tensor, b: torch.Tensor) -> "Config | None":
+    """The configuration for a product too short to pay for copying ``b`` (M under
+    ``gemm_layout.MACS_PER_COPIED_ELEMENT``) whose 16-bit ``b`` has rows TMA cannot read, such as a
+    K-major weight with K = 4095; None for every other product (``heuristic_config`` then applies).
+    Such a ``b`` takes 2-byte pointer loads: 16 x 128 x 64 tiles, one stage where its rows run along
+    K, three where they run along N (``notes/gemm-decisions.md``, "Operand layout").
+
+        >>> w = torch.empty(4096, 4095, dtype=torch.bfloat16, device="meta")  # rows of 8190 bytes
+        >>> unaligned_decode_config(torch.empty(1, 4095, dtype=torch.bfloat16, device="meta"), w.T).num_stages
+        1
+    """
+    M = a.shape[0]
+    if M >= gemm_layout.MACS_PER_COPIED_ELEMENT or b.element_size() != 2 or tma_layout(b) is not None:
+        return None
+    along_k = stored_transposed(b)  # K-major: each row of the weight runs along K
+    return Config(16, 128, 64, num_warps=4, num_stages=1 if along_k else 3, tma=False, tma_store=False)
+
+
+def autotune_candidates(M, N, K, dtype):
+    """The configurations ``matmul(..., autotune=True)`` times: the heuristic's and a few around it."""
+    base = heuristic_config(M, N, K, dtype)
+    esize = ELEMENT_SIZE[dtype]
+    bk = {1: 128, 2: 64, 4: 32}[esize]
+    if M <= 64:
+        bm = 16 if M <= 16 else 64
+        cands = [base, Config(bm, 64, 4 * bk, 4, 4), Config(bm, 128, 2 * bk, 4, 4), Config(bm, 64, 2 * bk, 4, 5),
+                 Config(bm, 64, 4 * bk, 4, 4, tma=True)]
+    else:
+        cands = [base, Config(128, 256, bk, 8, 4, tma=False, tma_store=True, store_halves=2),
+                 Config(128, 256, bk, 8, 4, tma=True, tma_store=True, store_halves=2),
+                 Config(128, 256, bk, 8, 3, tma=False, tma_store=False),
+                 Config(128, 128, bk, 4, 5, tma=True, tma_store=True), Config(128, 128, bk, 4, 4)]
+    return list(dict.fromkeys(cands))

@@ -1,0 +1,58 @@
+"""How course/ hangs together: every docstring example runs, no module imports another in a circle,
+and no module reaches into another's private names (a leading underscore means "this file only")."""
+
+import ast
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+import course  # noqa: F401  (decides GPU or interpreter first)
+
+COURSE = Path(__file__).resolve().parent.parent / "course"
+MODULES = sorted(p.stem for p in COURSE.glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    module = importlib.import_module(f"course.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.failed == 0, f"course.{name}: {result.failed} of {result.attempted} docstring examples failed"
+
+
+def _course_imports(name):
+    """{imported course module: [names taken from it]} for course/<name>.py, imports inside functions too."""
+    found = {}
+    for node in ast.walk(ast.parse((COURSE / f"{name}.py").read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "course":
+            for alias in node.names:
+                if alias.name in MODULES:
+                    found.setdefault(alias.name, [])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course."):
+            found.setdefault(node.module.split(".")[1], []).extend(a.name for a in node.names)
+    return found
+
+
+def test_no_import_circle():
+    graph = {name: set(_course_imports(name)) - {name} for name in MODULES}
+
+    def visit(name, path):
+        for nxt in graph[name]:
+            assert nxt not in path, "import circle: " + " -> ".join(path[path.index(nxt):] + [nxt])
+            visit(nxt, path + [nxt])
+
+    for name in MODULES:
+        visit(name, [name])
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_private_name_of_another_module(name):
+    tree = ast.parse((COURSE / f"{name}.py").read_text())
+    imported = _course_imports(name)
+    private = [f"from course.{mod} import {n}" for mod, names in imported.items() for n in names if n.startswith("_")]
+    private += [f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in imported and node.value.id != name and node.attr.startswith("_")
+                and not node.attr.startswith("__")]
+    assert not private, f"course/{name}.py uses private names of other modules: {', '.join(private)}"
