@@ -226,6 +226,8 @@ _ERROR_HINTS = [
                         "return pid_m, pid_n"),
     ("cannot unpack non-iterable NoneType", "a function returned nothing: end it with return (two values here)"),
     ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
+    ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
+                             "division, //, not /"),
     ("Loop-carried variable", "a variable changed its type or shape in the loop: start the accumulator as a block "
                               "of the tile's shape, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"),
 ]
@@ -961,15 +963,29 @@ def _which_missing(p: _Product) -> str:
     if torch.equal(missing, ~swapped.expand(M, N)):
         return ("The grid is (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)): rows come from tl.program_id(0), columns "
                 "from tl.program_id(1); yours are swapped")
-    if torch.equal(missing, (cols >= min(M, N)).expand(M, N)) or torch.equal(missing, (rows >= min(M, N)).expand(M, N)):
+    if _mask_swapped(p):
         return "The store's mask compares rows with N or columns with M: rows < M, columns < N"
     return ("Check the store's mask, (rows < M)[:, None] & (columns < N)[None, :], and that rows come from "
             "tl.program_id(0), columns from tl.program_id(1)")
 
 
+def _mask_swapped(p: _Product) -> bool:
+    """Whether exactly the rows or columns past min(M, N) are missing: a store mask of rows < N and
+    columns < M (which, where N > M, also writes rows past M)."""
+    M, N = p.out.shape
+    missing = torch.isnan(p.out).cpu()
+    rows, cols = torch.arange(M)[:, None], torch.arange(N)[None, :]
+    return bool(missing.any()) and (torch.equal(missing, (cols >= min(M, N)).expand(M, N))
+                                    or torch.equal(missing, (rows >= min(M, N)).expand(M, N)))
+
+
 def _diagnose_edges(p: _Product) -> None:
     """Rows and columns that are not multiples of the blocks."""
     unwritten = int(torch.isnan(p.out).sum())
+    if unwritten and _mask_swapped(p):
+        outside = f", and {_count(p.spill, 'element')} were stored outside it" if p.spill else ""
+        raise _Failed(f"on {p.what}: {unwritten} elements of C were never stored{outside}. The store's mask "
+                      "compares rows with N or columns with M: rows < M, columns < N")
     if p.spill and not unwritten:
         raise _Failed(f"on {p.what}: the store wrote {_count(p.spill, 'element')} outside C (past its last row or "
                       "column). Mask it with (rows < M)[:, None] & (columns < N)[None, :]")

@@ -83,10 +83,14 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
     x = np.logspace(np.log10(lo), np.log10(hi), 256)
 
     fig, ax = _axes(ax, (9, 4.5))
+    # Where each roof comes from: course.hardware measures bandwidth (and, on a GPU it has no
+    # datasheet for, the peaks too); a roof built by hand (dataclasses.replace) says so in source.
+    measured_peaks = "no datasheet" in machine.source
+    bandwidth_from = "measured" if "measured" in machine.source or "copy" in machine.source else "datasheet"
     ax.loglog(x[x <= ridge], bw_tbs * x[x <= ridge], color="black", lw=2.5,
-              label=f"memory roof: {machine.bandwidth_gbs:,.0f} GB/s")
+              label=f"memory roof: {machine.bandwidth_gbs:,.0f} GB/s ({bandwidth_from})")
     ax.loglog(x[x >= ridge], np.full((x >= ridge).sum(), peak), color="dimgray", lw=2.5,
-              label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype})")
+              label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype}, {'measured' if measured_peaks else 'datasheet'})")
     ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge point: {ridge:,.0f} FLOP/byte")
     for p, style in zip(points, itertools.cycle(_STYLES)):
         ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9, mew=2,
@@ -102,10 +106,11 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
 
 def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", ceiling: float | None = None,
                ceiling_label: str = "ceiling", unit: str = "", title: str | None = None, caption: str | None = None,
-               record=None, logx: bool = True, logy: bool = False, ax=None):
+               record=None, logx: bool = True, logy: bool = False, xticks=None, ax=None):
     """One line per implementation: ``series`` maps a label to ``(sizes, values)``.
 
-    ``ceiling`` draws a dashed horizontal line, labelled ``"<ceiling_label>: <ceiling> <unit>"``.
+    ``ceiling`` draws a dashed horizontal line, labelled ``"<ceiling_label>: <ceiling> <unit>"``;
+    ``xticks`` (sizes) are labelled with their values instead of powers of two.
     """
     if not series:
         raise ValueError("throughput(series): pass at least one {label: (sizes, values)} entry")
@@ -119,6 +124,9 @@ def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", 
         ax.axhline(ceiling, color="black", ls=(0, (6, 3)), lw=1, label=f"{ceiling_label}: {value} {unit}".rstrip())
     if logx:
         ax.set_xscale("log", base=2)
+    if xticks is not None:
+        ax.set_xticks(list(xticks), [f"{x:,}" for x in xticks], rotation=30, ha="right")
+        ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
     else:

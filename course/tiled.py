@@ -13,6 +13,8 @@ Notebooks 04 and 05 change the order in which programs take tiles, and the block
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 import triton
 import triton.language as tl
@@ -203,9 +205,10 @@ def grouped_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, st
 
 def grouped_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, group_m: int = 8,
                    block_m: int = 128, block_n: int = 128, block_k: int = 64, num_warps: int = 8,
-                   num_stages: int = 3) -> torch.Tensor:
+                   num_stages: int = 4) -> torch.Tensor:
     """``a @ b`` by :func:`grouped_matmul_kernel`, programs taking tiles in grouped order
-    (``group_m=1``: row-major). The default blocks suit an H100 (notebook 05 tunes them)."""
+    (``group_m=1``: row-major). The default blocks suit an H100; with 4 stages they take 128 KB of
+    shared memory, so one program runs per SM (notebook 05 counts it)."""
     if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
         raise ValueError(f"grouped_matmul: group_m={group_m!r} must be an int >= 1 (1 is row-major order)")
     out, work = _prepare("grouped_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
@@ -277,26 +280,32 @@ def kept_config(M: int, N: int, K: int) -> str:
     return "not tuned"
 
 
-def time_matmuls(shapes, impls: dict, *, dtype=torch.float16, desc: str = "shapes") -> list[dict]:
+def time_matmuls(shapes, impls: dict, *, dtype=torch.float16, rounds: int = 3, desc: str = "shapes") -> list[dict]:
     """Time each implementation on each ``(M, N, K)`` of ``shapes``, with fresh random inputs;
-    ``impls`` maps a label to ``fn(a, b, c)`` that stores ``a @ b`` into ``c``. One JSON-ready row
-    per shape: ``M``, ``N``, ``K``, ``shape`` and, per label, ``<label>_ms`` and ``<label>_tflops``
-    (2·M·N·K operations)::
+    ``impls`` maps a label to ``fn(a, b, c)`` that stores ``a @ b`` into ``c``. The implementations
+    take turns, ``rounds`` times, and each keeps its median: a GPU's clock drifts with its
+    temperature, and turns spread the drift over all of them. One JSON-ready row per shape: ``M``,
+    ``N``, ``K``, ``shape`` and, per label, ``<label>_ms`` and ``<label>_tflops`` (2·M·N·K operations)::
 
         rows = time_matmuls([(4096, 4096, 4096)], {"torch": lambda a, b, c: torch.matmul(a, b, out=c)})
     """
     if not impls:
         raise ValueError("time_matmuls(impls=...): pass at least one {label: fn(a, b, c)} entry")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"time_matmuls(rounds={rounds!r}): pass an int, at least 1")
     rows = []
     for M, N, K in timing.progress(list(shapes), desc):
         a = torch.randn(M, K, device=runtime.DEVICE, dtype=dtype)
         b = torch.randn(K, N, device=runtime.DEVICE, dtype=dtype)
         c = torch.empty(M, N, device=runtime.DEVICE, dtype=dtype)
         row = {"shape": f"{M} x {N} x {K}", "M": M, "N": N, "K": K}
-        for label, fn in impls.items():
-            ms = timing.bench(lambda: fn(a, b, c))
-            row[f"{label}_ms"] = ms
-            row[f"{label}_tflops"] = timing.tflops(2 * M * N * K, ms)
+        times = {label: [] for label in impls}
+        for _ in range(rounds):
+            for label, fn in impls.items():
+                times[label].append(timing.bench(lambda: fn(a, b, c)))
+        for label, ms in times.items():
+            row[f"{label}_ms"] = statistics.median(ms)
+            row[f"{label}_tflops"] = timing.tflops(2 * M * N * K, row[f"{label}_ms"])
         rows.append(row)
         del a, b, c  # free this shape's inputs before allocating the next
     return rows

@@ -431,6 +431,9 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
     "only the last K step": ([("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b)")], "only the last step of K"),
     "program ids swapped": ([("tl.program_id(0), tl.program_id(1)", "tl.program_id(1), tl.program_id(0)")],
                             "yours are swapped"),
+    "store mask with N and M swapped": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
+                                          """             mask=(rows[:, None] < N) & (cols[None, :] < M))""")],
+                                        "compares rows with N or columns with M"),
     "columns masked with M": ([("""             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
                                 """             mask=(rows[:, None] < M) & (cols[None, :] < M))""")],
                               "compares rows with N or columns with M"),
@@ -477,6 +480,8 @@ ORDER_WRONG = {  # label: (edits of course.tiled.grouped_tile, words its message
     "no first row": ([(_ROW, "pid_m = (pid % tiles_per_group) % group_m")], "stays in the first GROUP_M rows"),
     "swapped": ([("return pid_m, pid_n", "return pid_n, pid_m")], "pid_m and pid_n are swapped"),
     "one value": ([("return pid_m, pid_n", "return pid_m")], "return both"),
+    "true division": ([("group = pid // tiles_per_group", "group = pid / tiles_per_group")],
+                      "integer division, //"),
     "wrong signature": ([("pid, num_pid_m, num_pid_n, GROUP_M", "pid, num_pid_m, GROUP_M")], "keep the signature"),
 }
 

@@ -111,6 +111,8 @@ def test_time_matmuls_rows():
     assert row["torch_tflops"] == pytest.approx(2 * 16 * 24 * 8 / (row["torch_ms"] * 1e-3) / 1e12)
     with pytest.raises(ValueError, match="at least one"):
         tiled.time_matmuls([(1, 1, 1)], {})
+    with pytest.raises(ValueError, match="rounds=0"):
+        tiled.time_matmuls([(1, 1, 1)], {"torch": lambda a, b, c: None}, rounds=0)
 
 
 def test_accumulation_error_grows_with_k_only_in_float16():
