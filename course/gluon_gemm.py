@@ -21,42 +21,12 @@ instead: the tile's rows run along N. That suits a short, wide product such as 5
 (32 x 4 = 128 tiles of 192 x 128 for 132 SMs); the epilogue transposes each piece on its way to
 shared memory, so C stays row-major.
 
-Which tile (:func:`tile_choices`), by a model fitted to measurements: a K-step takes a time in
-proportion to the tile's area, whatever its shape (H100: about 42,000 outputs per us per SM;
-0.57 us for 192 x 128 at 3072^3, 1.0 us for 128 x 320 at 512 x 10240 x 8192), so a program's time
-is its waves of tiles times their area. At 1536^3, 96 tiles of 192 x 128 are one wave of 24,576
-outputs each; 132 tiles of 128 x 144 are one wave of 18,432: 19.2 -> 18.0 us, 0.84 -> 0.90 x
-cuBLAS (B K-major; with B row-major the 16-column slices load slowly and it stays at 0.85). At
-3072^3 three waves of 192 x 128 beat two of 128 x 320 (82 against 97 us). An earlier model counted
-the bytes each SM reads per step; it fitted 1536^3 as well but picked 128 x 320 at 3072^3, which
-the measurement refutes. Neither explains why a Stream-K variant that spread 1536^3's 96 tiles of
-192 x 128 over all 132 SMs got no faster, even without its fix-up. A 128 x 256 tile here is no
-faster than Triton's (H100, 11 large shapes: 0.92-1.03 of auto's speed, median 1.00), so this kernel
-has none.
-
-H100 (bf16, ratio to cuBLAS, same run; ``python -m course.bench gemm`` has the record): 3072^3
-0.97 (Triton tail split 0.91), 512 x 6144 x 4096 0.96 (0.86), 512 x 10240 x 8192 0.97 (0.93),
-1536^3 0.90 (0.72). On big, evenly tiled shapes the Triton kernel stays as fast or faster, so
-``matmul(mode="auto")`` picks this one only where its tiles fill the SMs' waves clearly better
-(``course.gemm.gluon_tiles_for``).
-
-What is left at 1536^3: against cuBLAS the K loop takes 9% longer per step (1536 x 1536 x K,
-K = 64 to 6144: 0.399 against 0.367 us per step) and the fixed costs 0.8 us more. cuBLAS runs its
-144 x 128 tiles in clusters of two SMs whose TMA loads multicast each shared operand into both
-SMs' shared memory. Something all SMs share limits the loop: the same 128 x 144 tiles on 66 or 33
-programs instead of 132 take 11% or 16% less time per tile and K-step (1536 x 1536 x 6144: 479, 428
-and 400 ns), which points to L2's bandwidth (what multicast relieves) or to the clocks of a
-power-limited chip. Triton 3.6 has no multicast copy (its compiler stops at "NYI: Support
-multicast"); Triton 3.9's Gluon has one (``tma.async_load(..., multicast=True)``).
-
-Why hand-written: Triton 3.6 can also split a loop into producer and consumer warps by itself
-(``tl.range(..., warp_specialize=True)``, its Hopper pass). On a persistent matmul like this one it
-either leaves the loop as it is (8 warps) or, with 4 warps and a pointer epilogue, builds a
-producer and two consumer warpgroups that hung on an H100 at every size tried.
-
 It needs an sm_90 GPU (wgmma), 16-bit inputs and output, ``a`` row-major and, with ``swap``,
 ``b`` stored K-major (``b = w.T`` for a row-major ``w``); :func:`unsupported` says what is missing.
 Gluon has no interpreter: on a CPU the Triton kernels of ``course.gemm`` run instead.
+
+How it was measured, how the tile is chosen and what is left against cuBLAS:
+``notes/gemm-decisions.md``, "The Gluon kernel".
 """
 
 from __future__ import annotations

@@ -37,92 +37,10 @@ A persistent GEMM with them::
     gemm_kernel[(NUM_SMS,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
                             128, 256, 64, NUM_SMS, K % 64 == 0)
 
-Decisions (where the reference documents are silent or disagree):
-
-* **Bias is per output column**: a vector of length N broadcast over the rows, as in
-  ``torch.addmm`` and ``nn.Linear``. ``make_bias_view(bias_ptr, N, stride=1)``.
-* **Strides and sizes may be Python ints.** Triton turns an integer kernel argument equal to 1
-  (a unit stride, or a size of 1) into a compile-time constant; every view coerces its fields to
-  tensors, so ``make_tensor_view(A, M, K, stride_am, 1)`` works, and the constant 1 is kept (the
-  compiler still sees a contiguous dimension).
-* ``even_k=True`` promises ``K % block_k == 0`` and the K loop has no mask at all;
-  ``even_k=False`` handles any K, including K < block_k, by masking only the last K step.
-  A broken promise is caught: always under the interpreter, by a device assertion compiled in
-  debug mode (``TRITON_DEBUG=1``); likewise A and B views built with different K.
-* **Offsets are 32-bit** where the strides are (Triton passes ints below 2^31 as int32): a view
-  whose ``index * stride`` reaches 2^31 elements (rows 2^30 apart, say) needs a 64-bit stride,
-  ``make_tensor_view(A, M, K, stride_am.to(tl.int64), stride_ak)``, chosen on the host only for
-  such tensors (``course.gemm`` does so with its ``WIDE`` constexpr); otherwise the offsets wrap
-  and the kernel reads or writes outside the tensor.
-* Views check what they are given when they are built (compile time, no cost in the kernel): a
-  pointer argument that is no pointer (``t.data_ptr()`` passed for ``t``) or a size or stride
-  that is no integer is named in a TypeError.
-* Rows and columns that run past M or N are never masked in the K loop: their indices wrap around
-  (``% M``), so every load stays inside the matrix, and the rows/columns computed from wrapped
-  data are simply not stored (the store is masked).
-* ``quantized=True`` accumulates int8 x int8 products in int32 (exact); a ``ScaleView`` turns the
-  result into float32 (``acc * a_scale[row] * b_scale[col]``) in the epilogue.
-* Tiles are numbered in **grouped order** (``group_size_m`` rows of tiles at a time, for L2 reuse).
-* ``num_xcds > 1`` remaps program ids with the chiplet transform (AMD MI300-style GPUs deal
-  programs round-robin to their XCDs; the remap gives each XCD a contiguous run of tiles).
-* **Stream-K**: ``ScheduleContext(..., streamk_tiles=S)`` hands the first ``num_tiles - S`` tiles
-  (in tile-id order) to the persistent loop and the LAST S tiles to Stream-K: their K-iterations,
-  ``S * cdiv(K, block_k)`` in all, are cut into ``num_sms`` contiguous, near-equal ranges, one
-  per program (or into ``streamk_programs`` ranges for the first programs only, an addition: see
-  ``ScheduleContext``). A tile shared by several programs is fixed up without anyone waiting on a
-  higher program id (see "Stream-K" below), so it works compiled and under the interpreter, which
-  runs programs one after another in program-id order.
-
-Additions beyond the reference API (all small): for Stream-K, ``ScheduleContext.num_tiles()``,
-``iters_per_tile()``, ``streamk_span(start_iter, end_iter)``,
-``streamk_fixup(acc, tile_id, k_begin, k_end, partials_ptr, flags_ptr)`` and
-``GemmContext.reduce_k_range(A, B, out_tile, k_begin, k_end)``; for Hopper's bulk copy engine
-(TMA), ``DescriptorView`` / ``DescriptorOutputView``: the same ``load`` and ``store`` as the
-pointer views, so the same K loop runs on either (compiled only: they need a GPU with tensor
-descriptors and a unit stride in the stored matrix's last dimension). Build their descriptors on
-the host (``triton.tools.tensor_descriptor.TensorDescriptor``, passed as a kernel argument) where
-you can: on an H100 that was 1-3% (large problems) to 30% (1024^3) faster than
-``make_descriptor_view`` / ``make_descriptor_output_view``, which build them inside the kernel,
-once per program.
-
-Stream-K, the whole kernel side (after the persistent loop)::
-
-    start, end = sched.iter_range()
-    while end > start:  # piece by piece, from the END of the range back to its start
-        tile_id, k_begin, k_end = sched.streamk_span(start, end)
-        out_tile = sched.get_tile_from_idx(tile_id)
-        acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, k_begin, k_end)
-        acc, owner = sched.streamk_fixup(acc, tile_id, k_begin, k_end, P, FLAGS)
-        if owner:
-            tensorC.store(acc, out_tile)
-        end -= k_end - k_begin
-
-``P`` is a workspace of ``num_sms * block_m * block_n`` accumulator elements (float32, or int32
-when quantized) and ``FLAGS`` ``num_sms`` int32 zeros, allocated once: every launch leaves the
-flags at zero again. Launch exactly ``num_sms`` programs.
-
-The protocol: a program whose piece of a tile does not reach the tile's last K-iteration writes
-its partial sum to its own slot of ``P`` and raises its flag (an atomic with release semantics).
-The program that computes the last K-iteration (the "owner", always the highest program id that
-touches the tile, because the ranges are contiguous) waits only for the lower program ids that
-touched the tile, adds their partials in increasing program-id order (deterministic results),
-clears their flags and runs the epilogue. A program is a non-owner for at most one piece: the
-last piece of its range. Walking the range backwards makes that piece the FIRST one a program
-computes, so its partial is published early and an owner hardly ever waits. (Walked forwards,
-each owner would wait for its lower neighbour's whole range, which waited for its own lower
-neighbour: the programs would run one after another; at 3072^3 with every tile Stream-K that
-was about ten times slower on an H100/H200.) Nobody ever waits on a higher program id, so the
-interpreter, which runs programs one after another in program-id order, never blocks.
-
-Under ``TRITON_INTERPRET=1`` Triton drops the ``@triton.jit`` methods of aggregate classes and
-keeps ``tl.constexpr`` fields wrapped; ``_aggregate`` below repairs both, so kernels need no change.
-
-Performance notes: ``reduce_axis`` builds the A and B pointer tiles once and advances them by
-``block_k * stride`` each step; with ``even_k=True`` the loads in the loop carry no mask, so
-Triton software-pipelines the loop (``num_stages``) into async copies feeding the tensor cores.
-No contiguity hints are put on wrapped row/column indices: the compiler proves
-``gcd(block, 16)`` contiguous elements by itself when M or N is a multiple of 16 (enough for
-16-byte vector loads), and a claimed contiguity across the wrap would be false for the last tile.
+Stream-K (``ScheduleContext(..., streamk_tiles=S)``, ``streamk_span``, ``streamk_fixup``), the
+decisions this file makes where its reference documents are silent, and why the interpreter shim
+below exists: ``notes/stages.md``. The shim (``_aggregate``, ``_const``, ``_tensor``) only makes
+the classes work under ``TRITON_INTERPRET=1``; skip it on a first reading.
 """
 
 import os
@@ -131,6 +49,10 @@ import triton
 import triton.language as tl
 
 
+# ----------------------------------------------------------------------------------------------
+# The interpreter shim: makes the aggregates below work under TRITON_INTERPRET=1. Skip it on a
+# first reading; notes/stages.md says what it repairs.
+# ----------------------------------------------------------------------------------------------
 def _interpreting() -> bool:
     """True when Triton runs kernels through its CPU interpreter (decided at import, like Triton)."""
     knobs = getattr(triton, "knobs", None)
