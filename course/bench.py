@@ -1,6 +1,7 @@
 """The course's benchmark command: our GEMMs against cuBLAS in the same run, and the machine's ceilings.
 
     python -m course.bench gemm [--quick] [--dtypes bf16,fp16,int8] [--out DIR] [--no-save]
+    python -m course.bench gemm --set broad --dtypes bf16   # shapes nothing was tuned on, auto only
     python -m course.bench copy [--out DIR] [--no-save]
     python -m course.bench all        # copy, then gemm
     python -m course.bench plot [--out DIR]   # redraw the plots from the recorded GEMM results (no GPU)
@@ -17,6 +18,12 @@ CUDA events, median, the host kept ahead of the GPU so that Python launch costs 
 Each ratio is the median over three rounds of the reference timed right after ours; the host
 time of one call, ours and the reference's, is recorded apart for the small shapes.
 
+``--set broad`` times ``mode="auto"`` alone on ``broad_set()``: other model families' projections
+at decode batches and prefill lengths, vocabulary projections, B stored row-major, weight gradients
+(A transposed) and seeded random sizes, none of which the heuristics were fitted to. It prints the
+geometric mean of each group and checks its own targets (bf16: geomean >= 1.00, no shape below
+0.90), and saves ``course/data/gemm_broad_<gpu>.json``.
+
 ``copy`` measures device-to-device copy bandwidth (bytes read + written) and a large bf16
 matmul, and saves them as ``course/data/ceilings_<gpu>.json`` (read by ``course.hardware``).
 
@@ -31,6 +38,7 @@ import json
 import math
 import multiprocessing
 import os
+import random
 import statistics
 import sys
 import time
@@ -51,6 +59,41 @@ MODES = ("persistent", "streamk", "tail", "gluon", "auto")
 _OUT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.bfloat16}  # int8: scaled into bf16
 
 
+# The broad set (``--set broad``): shapes nothing in course.gemm_config was tuned on. Other model
+# families' projections, (family, hidden size, [(projection, K, N)]), at decode batches and prefill
+# lengths; vocabulary projections; B stored row-major as well as K-major; weight gradients (A is the
+# transposed activations); seeded random sizes.
+BROAD_FAMILIES = [
+    ("Qwen2.5-7B", [("qkv", 3584, 4608), ("o", 3584, 3584), ("gate_up", 3584, 37888), ("down", 18944, 3584)]),
+    ("Gemma-2-9B", [("qkv", 3584, 8192), ("o", 4096, 3584), ("gate_up", 3584, 28672), ("down", 14336, 3584)]),
+    ("Phi-3-mini", [("qkv", 3072, 9216), ("o", 3072, 3072), ("gate_up", 3072, 16384), ("down", 8192, 3072)]),
+    ("Llama-2-13B", [("qkv", 5120, 15360), ("o", 5120, 5120), ("gate_up", 5120, 27648), ("down", 13824, 5120)]),
+    ("Falcon-7B", [("qkv", 4544, 4672), ("o", 4544, 4544), ("up", 4544, 18176), ("down", 18176, 4544)]),
+    ("GPT-2-XL", [("qkv", 1600, 4800), ("o", 1600, 1600), ("up", 1600, 6400), ("down", 6400, 1600)]),
+]
+BROAD_VOCAB = [("Llama-3", 4096, 128256), ("Qwen2.5-7B", 3584, 152064), ("Gemma-2-9B", 3584, 256000)]
+BROAD_TOKENS = [1, 32, 1000, 4096]
+ROW_MAJOR_B = " [B row-major]"  # in a case's name: b is stored (K, N) row-major, not as w.T
+WEIGHT_GRAD = "dW "  # a case's name starts with it: a is stored transposed (activations^T)
+
+
+def broad_set(quick: bool = False, seed: int = 0):
+    """``[(name, M, N, K)]`` of the broad set; the layout of A and B is in the name (``ROW_MAJOR_B``,
+    ``WEIGHT_GRAD``)."""
+    families = BROAD_FAMILIES[::2] if quick else BROAD_FAMILIES
+    tokens = [1, 1000] if quick else BROAD_TOKENS
+    cases = [(f"{fam} {proj} M={m}", m, n, k) for fam, projs in families for m in tokens for proj, k, n in projs]
+    cases += [(f"{fam} vocab M={m}", m, n, k) for fam, k, n in BROAD_VOCAB for m in tokens[:3]]
+    cases += [(f"{fam} o M=1000{ROW_MAJOR_B}", 1000, n, k) for fam, projs in families for proj, k, n in projs
+              if proj == "o"]
+    cases += [(f"{WEIGHT_GRAD}{fam} {proj} tokens=4096", k, n, 4096) for fam, projs in families[:2]
+              for proj, k, n in projs if proj in ("qkv", "down")]
+    rng = random.Random(seed)
+    cases += [(f"random {i}", rng.randint(1, 8192), rng.randint(1, 8192), rng.randint(1, 8192))
+              for i in range(4 if quick else 10)]
+    return cases
+
+
 def shape_set(quick: bool):
     """``[(name, M, N, K)]``, large problems last within each group (cache-friendly: similar kernels together)."""
     cases = [(f"square {n}", n, n, n) for n in SQUARES]
@@ -64,16 +107,23 @@ def shape_set(quick: bool):
     return cases
 
 
-def _inputs(dtype, M, N, K, device="cuda"):
-    """Random inputs; B is stored K-major (a transposed (N, K) weight, as nn.Linear keeps it)."""
+def _inputs(dtype, M, N, K, device="cuda", name=""):
+    """Random inputs. B is stored K-major (a transposed (N, K) weight, as nn.Linear keeps it) unless
+    ``name`` holds ``ROW_MAJOR_B``; A is stored transposed where ``name`` starts with ``WEIGHT_GRAD``."""
+    def matrix(rows, cols, transposed):
+        shape = (cols, rows) if transposed else (rows, cols)
+        if dtype == torch.int8:
+            t = torch.randint(-127, 128, shape, dtype=torch.int8, device=device)
+        else:
+            t = torch.randn(shape, device=device, dtype=dtype)
+        return t.T if transposed else t
+
+    a = matrix(M, K, transposed=name.startswith(WEIGHT_GRAD))
+    b = matrix(K, N, transposed=ROW_MAJOR_B not in name)
     if dtype == torch.int8:
-        a = torch.randint(-127, 128, (M, K), dtype=torch.int8, device=device)
-        b = torch.randint(-127, 128, (N, K), dtype=torch.int8, device=device).T
         extra = dict(a_scale=torch.rand(M, device=device) / 100, b_scale=torch.rand(N, device=device) / 100,
                      bias=torch.randn(N, device=device))
         return a, b, extra
-    a = torch.randn(M, K, device=device, dtype=dtype)
-    b = torch.randn(N, K, device=device, dtype=dtype).T
     return a, b, {}
 
 
@@ -105,11 +155,11 @@ def _compile_job(job):
     with contextlib.redirect_stdout(io.StringIO()):
         import course  # noqa: F401
     failures = []
-    for dtype_name, M, N, K in job:
+    for dtype_name, M, N, K, name, modes in job:
         dtype = DTYPES[dtype_name]
-        a, b, extra = _inputs(dtype, M, N, K)
+        a, b, extra = _inputs(dtype, M, N, K, name=name)
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16 if dtype == torch.int8 else dtype)
-        for mode in set(MODES) - _not_run(dtype, M, N, K):
+        for mode in set(modes) - _not_run(dtype, M, N, K):
             try:
                 _ours(a, b, extra, mode, out)()
             except Exception as e:  # reported again (and timed as missing) by the main process
@@ -176,10 +226,12 @@ def run_gemm(args):
     for d in dtypes:
         if d not in DTYPES:
             raise SystemExit(f"--dtypes: {d!r} is not one of {', '.join(DTYPES)}")
-    cases = shape_set(args.quick)
+    broad = args.set == "broad"
+    cases = broad_set(args.quick) if broad else shape_set(args.quick)
+    modes = ("auto",) if broad else MODES  # the broad set asks how auto does, not which mode wins
     t0 = time.time()
     if not args.no_precompile:
-        jobs = [(d, M, N, K) for d in dtypes for (_, M, N, K) in cases]
+        jobs = [(d, M, N, K, name, modes) for d in dtypes for (name, M, N, K) in cases]
         workers = max(1, min(8, (os.cpu_count() or 2) - 1))
         fails = precompile(jobs, workers)
         print(f"compiled kernels in {time.time() - t0:.0f} s with {workers} workers"
@@ -189,7 +241,7 @@ def run_gemm(args):
     for dname in dtypes:
         dtype = DTYPES[dname]
         for name, M, N, K in cases:
-            a, b, extra = _inputs(dtype, M, N, K)
+            a, b, extra = _inputs(dtype, M, N, K, name=name)
             out_dtype = _OUT_DTYPE[dname]
             out = torch.empty(M, N, device="cuda", dtype=out_dtype)
             flops = 2.0 * M * N * K
@@ -208,7 +260,7 @@ def run_gemm(args):
             # (H100: cuBLAS read 680-780 TFLOP/s on one large shape in different runs), so a ratio
             # of neighbours, median over the rounds, is steadier than a ratio of separate bests.
             # Each round starts one mode later, so that no mode is always timed first or last.
-            skipped = _not_run(dtype, M, N, K)
+            skipped = _not_run(dtype, M, N, K) | (set(MODES) - set(modes))
             fns = {"ref": ref_fn, **{mode: None if mode in skipped else _ours(a, b, extra, mode, out) for mode in MODES}}
             times = {key: [] for key in fns}
             pair_ratios = {mode: [] for mode in MODES}
@@ -260,21 +312,23 @@ def run_gemm(args):
                   f"auto {row['auto_tflops'] or 0:6.0f} TF  ratio {r if r else float('nan'):.3f}  "
                   f"[{time.time() - t0:.0f}s]", flush=True)
             del a, b, extra, out
-    meta = dict(kind="gemm", gpu_slug=machine.slug, quick=args.quick, sms=machine.sms,
+    meta = dict(kind="gemm", set=args.set, gpu_slug=machine.slug, quick=args.quick, sms=machine.sms,
                 ratio="reference time / our time (>1: faster than the reference)")
+    record = f"gemm_broad_{machine.slug}" if broad else f"gemm_{machine.slug}"
     if not args.no_save:
         try:
-            path = records.save(f"gemm_{machine.slug}", rows, meta)
+            path = records.save(record, rows, meta)
             print(f"saved {path}")
         except Exception as e:  # records is the lead's helper: fall back to plain JSON
             print(f"course.records.save failed ({e}); writing plain JSON")
-            _save_plain(f"gemm_{machine.slug}.json", rows, meta)
+            _save_plain(f"{record}.json", rows, meta)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / f"gemm_{machine.slug}.json").write_text(
+        (Path(args.out) / f"{record}.json").write_text(
             json.dumps({"meta": {**_env(), **meta}, "rows": rows}, indent=1) + "\n")
-        _plots(rows, machine, args.out, records.label(_env()))
-    print_table(rows)
+        if not broad:
+            _plots(rows, machine, args.out, records.label(_env()))
+    print_table(rows, broad=broad)
     return rows
 
 
@@ -337,18 +391,20 @@ def plot_recorded(out_dir):
     print(f"plots of {record.label} written to {out_dir}/")
 
 
-def print_table(rows):
-    """The ratio table, geometric means and the course's targets (printed last)."""
+def print_table(rows, broad: bool = False):
+    """The ratio table, geometric means and the course's targets (printed last); for the broad set,
+    its groups' geometric means and its own targets."""
     from course import check
     print()
-    print(f"{'dtype':5s} {'shape':22s} {'M':>5s} {'N':>6s} {'K':>6s} {'ref TF':>7s} {'pers':>6s} {'streamk':>7s} "
+    width = max([22] + [len(r["name"]) for r in rows])
+    print(f"{'dtype':5s} {'shape':{width}s} {'M':>5s} {'N':>6s} {'K':>6s} {'ref TF':>7s} {'pers':>6s} {'streamk':>7s} "
           f"{'tail':>6s} {'gluon':>6s} {'auto':>6s} auto-mode")
 
     def f(x):
         return f"{x:.3f}" if x else "  -  "
 
     for r in rows:
-        print(f"{r['dtype']:5s} {r['name']:22s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['ref_tflops'] or 0:7.0f} "
+        print(f"{r['dtype']:5s} {r['name']:{width}s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['ref_tflops'] or 0:7.0f} "
               f"{f(r['persistent_ratio']):>6s} {f(r['streamk_ratio']):>7s} {f(r.get('tail_ratio')):>6s} "
               f"{f(r.get('gluon_ratio')):>6s} {f(r['auto_ratio']):>6s} {r['auto_mode']}")
     print()
@@ -367,6 +423,52 @@ def print_table(rows):
               f"{statistics.median(r['auto_host_us'] for r in host):.0f} us, reference "
               f"{statistics.median(r['ref_host_us'] for r in host):.0f} us (not in the ratios: GPU times)")
     print()
+    checks = _broad_checks(rows) if broad else _benchmark_checks(rows)
+    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (_not_run)
+             if r.get(f"{m}_error") is not None and not r[f"{m}_error"] <= check.tolerance(_OUT_DTYPE[r["dtype"]])]
+    checks.append(("every timed kernel matches the float64 reference", not wrong,
+                   f"{len(wrong)} wrong: {', '.join(wrong[:5])}" if wrong else "all within tolerance"))
+    for what, ok, detail in checks:
+        print(f"{'MET ' if ok else 'MISS'}  {what}: {detail}")
+
+
+def broad_group(name: str) -> str:
+    """The group of a broad-set case, by its name: decode, prefill, vocab, B row-major, weight
+    gradient or random."""
+    if name.startswith(WEIGHT_GRAD):
+        return "weight gradient"
+    if ROW_MAJOR_B in name:
+        return "B row-major"
+    if name.startswith("random"):
+        return "random"
+    if " vocab " in name:
+        return "vocab"
+    return "decode" if int(name.rsplit("M=", 1)[1]) <= 32 else "prefill"
+
+
+def _broad_checks(rows):
+    """The broad set's targets: geometric mean >= 1.00 and no shape below 0.90 (bf16), with the
+    geometric mean of each group printed first."""
+    checks = []
+    for dname in sorted({r["dtype"] for r in rows}):
+        rs = [r for r in rows if r["dtype"] == dname and r.get("auto_ratio")]
+        groups = {}
+        for r in rs:
+            groups.setdefault(broad_group(r["name"]), []).append(r["auto_ratio"])
+        print(f"broad set {dname}: " + ", ".join(f"{g} {_geomean(v):.3f} ({len(v)})" for g, v in groups.items()))
+        if dname != "bf16" or not rs:
+            continue
+        g = _geomean([r["auto_ratio"] for r in rs])
+        worst = min(rs, key=lambda r: r["auto_ratio"])
+        checks.append((f"{dname} broad set geomean (auto) >= 1.00", g >= 1.0, f"{g:.3f} over {len(rs)} shapes"))
+        checks.append((f"{dname} broad set: no shape (auto) below 0.90", worst["auto_ratio"] >= 0.9,
+                       f"worst {worst['auto_ratio']:.3f} ({worst['name']}, {worst['M']}x{worst['N']}x{worst['K']}), "
+                       f"{sum(r['auto_ratio'] < 0.9 for r in rs)} below"))
+    return checks
+
+
+def _benchmark_checks(rows):
+    """The benchmark set's targets."""
     checks = []
     for dname in ("bf16", "fp16"):
         rs = [r for r in rows if r["dtype"] == dname]
@@ -390,17 +492,12 @@ def print_table(rows):
             checks.append((f"{dname} decode shapes M <= 64 (auto) >= 0.90", w["auto_ratio"] >= 0.9,
                            f"worst {w['auto_ratio']:.3f} ({w['name']}), geomean "
                            f"{_geomean([r['auto_ratio'] for r in dec]):.3f}"))
-    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (_not_run)
-             if r.get(f"{m}_error") is not None and not r[f"{m}_error"] <= check.tolerance(_OUT_DTYPE[r["dtype"]])]
-    checks.append(("every timed kernel matches the float64 reference", not wrong,
-                   f"{len(wrong)} wrong: {', '.join(wrong[:5])}" if wrong else "all within tolerance"))
     i8 = [r for r in rows if r["dtype"] == "int8" and r["auto_ratio"]]
     if i8:
         g = _geomean([r["auto_ratio"] for r in i8])
         checks.append(("int8 + scales + bias -> bf16 vs torch._int_mm, geomean (auto) >= 1.2", g >= 1.2,
                        f"{g:.3f} over {len(i8)} shapes (M=16 has no _int_mm)"))
-    for what, ok, detail in checks:
-        print(f"{'MET ' if ok else 'MISS'}  {what}: {detail}")
+    return checks
 
 
 def run_copy(args):
@@ -442,6 +539,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m course.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=["gemm", "copy", "all", "plot"])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    ap.add_argument("--set", choices=["benchmark", "broad"], default="benchmark",
+                    help="benchmark: the course's shape set, every mode; broad: shapes nothing was tuned on, auto only")
     ap.add_argument("--dtypes", default="bf16,fp16,int8", help="comma-separated: bf16, fp16, int8")
     ap.add_argument("--out", default=None, help="folder for a JSON copy and the PNG plots")
     ap.add_argument("--no-save", action="store_true", help="do not write course/data/")

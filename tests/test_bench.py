@@ -63,3 +63,36 @@ def test_recorded_results_carry_every_mode():
             if f"{m}_error" in r:
                 tol = check.tolerance(bench._OUT_DTYPE[r["dtype"]])
                 assert r[f"{m}_error"] <= tol, f"{r['dtype']} {r['name']} {m}: error {r[f'{m}_error']} > {tol}"
+
+
+def test_broad_set_spans_what_nobody_tuned_for():
+    cases = bench.broad_set()
+    names = [name for name, *_ in cases]
+    assert len(cases) >= 40 and len(set(names)) == len(names)
+    groups = {bench.broad_group(name) for name in names}
+    assert groups == {"decode", "prefill", "vocab", "B row-major", "weight gradient", "random"}
+    tuned = {(M, N, K) for _, M, N, K in bench.shape_set(quick=False)}
+    assert not tuned & {(M, N, K) for _, M, N, K in cases}, "the broad set must hold no benchmark shape"
+    assert bench.broad_set() == cases, "seeded: the same shapes every run"
+    assert len(bench.broad_set(quick=True)) < len(cases)
+
+
+def test_broad_inputs_take_the_layout_in_the_name():
+    a, b, _ = bench._inputs(torch.float32, 5, 6, 7, device="cpu", name="Qwen2.5-7B qkv M=5")
+    assert a.stride() == (7, 1) and b.stride() == (1, 7)  # B K-major, as nn.Linear keeps its weight
+    a, b, _ = bench._inputs(torch.float32, 5, 6, 7, device="cpu", name=f"x o M=5{bench.ROW_MAJOR_B}")
+    assert b.stride() == (6, 1)
+    a, b, extra = bench._inputs(torch.int8, 5, 6, 7, device="cpu", name=f"{bench.WEIGHT_GRAD}x qkv tokens=7")
+    assert a.shape == (5, 7) and a.stride() == (1, 5) and set(extra) == {"a_scale", "b_scale", "bias"}
+
+
+def test_broad_verdict_names_the_worst_shape(capsys):
+    rows = [_row("Phi-3-mini o M=1", 1.1, 1e-3, M=1), _row("random 3", 0.8, 1e-3)]
+    for row in rows:
+        row.update({f"{m}_ratio": None for m in bench.MODES if m != "auto"})
+        row.update({f"{m}_error": None for m in bench.MODES if m != "auto"})
+    bench.print_table(rows, broad=True)
+    text = capsys.readouterr().out
+    assert "broad set bf16: decode 1.100 (1), random 0.800 (1)" in text
+    assert "MISS  bf16 broad set: no shape (auto) below 0.90: worst 0.800 (random 3" in text
+    assert "MET   every timed kernel matches the float64 reference" in text
