@@ -15,8 +15,7 @@ import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
-import triton  # noqa: E402
-from course import gemm, gemm_config, gemm_inputs, gemm_kernel, gemm_layout, gluon_gemm
+from course import gemm, gemm_config, gemm_inputs, gemm_layout, gluon_gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -86,44 +85,6 @@ def test_strided_output_rows():
     matmul(a, b, out=out)
     check("C with a row stride", out, _reference(a, b))
     assert torch.isnan(big[1::2]).all(), "rows between the output rows were overwritten"
-
-
-def test_aligned_copy_keeps_values_and_layout():
-    for name, t in {"row-major": _randn(5, 9), "transposed": _randn(11, 9).T,
-                    "every third column": _randn(6, 33)[:, ::3]}.items():
-        c = gemm.aligned_copy(t)
-        assert c.shape == t.shape and torch.equal(c, t), name
-        pitch = c.stride(1) if c.stride(0) == 1 else c.stride(0)  # elements between rows as stored
-        # (a row starts every 128 bytes from the buffer's start; CUDA's allocator aligns that to 512)
-        assert pitch * c.element_size() % 128 == 0 and c.data_ptr() % 16 == 0, f"{name}: rows not 128-byte aligned"
-        assert (c.stride(0) == 1) == (name == "transposed"), f"{name}: stored the other way round"
-        assert gemm_layout.tma_layout(c) is not None, f"{name}: TMA still cannot read the copy"
-
-
-def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
-    from course.bench import shape_set
-
-    meta = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16, device="meta")  # noqa: E731
-    for name, M, N, K in shape_set(quick=False):  # the benchmark's operands are all aligned
-        assert gemm.aligned_copies_for(meta(M, K), meta(N, K).T, meta(M, N)) == (False,) * 3, name
-    # K = 4014, N = 4785: rows of 8028 and 9570 bytes (no multiple of 16)
-    assert gemm.aligned_copies_for(meta(4096, 4014), meta(4785, 4014).T, meta(4096, 4785)) == (True,) * 3
-    # decode copies its weights too: 2-byte pointer loads cost far more than a copy
-    assert gemm.aligned_copies_for(meta(16, 4014), meta(4785, 4014).T, meta(16, 4785)) == (True,) * 3
-    # too little work per element for A and B (N = 9, M = 8 < MACS_PER_COPIED_ELEMENT)
-    assert gemm.aligned_copies_for(meta(8, 4014), meta(9, 4014).T, meta(8, 9)) == (False, False, True)
-    # rows under 16 bytes stay unreadable by TMA, copied or not
-    assert gemm.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
-    # rows of 6000 bytes (K = 3000), 16 bytes into a sector: TMA reads them, slowly; copied only where
-    # the product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of all of them
-    assert gemm.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (True, True, False)
-    assert gemm.aligned_copies_for(meta(3000, 3000), meta(3000, 3000).T, meta(3000, 3000)) == (False,) * 3
-    assert gemm.aligned_copies_for(meta(4096, 1000), meta(4096, 1000).T, meta(4096, 4096)) == (False,) * 3
-    # 6144 x 6144 x 1000: 3072 per element of A and B, the threshold; one row less is under it
-    assert gemm.aligned_copies_for(meta(6144, 1000), meta(6144, 1000).T, meta(6144, 6144)) == (True, True, False)
-    assert gemm.aligned_copies_for(meta(6143, 1000), meta(6144, 1000).T, meta(6143, 6144)) == (False,) * 3
-    # rows of 4000 bytes start on sectors (32-byte multiples): read at nearly full speed, never copied
-    assert gemm.aligned_copies_for(meta(8192, 2000), meta(8192, 2000).T, meta(8192, 8192)) == (False,) * 3
 
 
 def test_short_products_with_unaligned_weights_take_narrow_k_steps():
@@ -234,26 +195,6 @@ def test_tail_split_int8_scales_follow_the_cut(axis):
     out = poisoned((M, N), torch.float32, DEVICE)
     matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode="tail", config=cfg, out=out)
     check(f"int8 tail split along {axis}", out, ref, tol=1e-5)
-
-
-def test_tail_plan_cuts_whole_waves_and_one_short_one():
-    W = Config(128, 256, 64, num_warps=8, num_stages=4)
-    cd = triton.cdiv
-    for M in (128, 512, 1000, 1536, 3072, 4224, 5000, 8192):
-        for N in (256, 3072, 4224, 6144, 10240, 14336):
-            plan = gemm.tail_plan_for(M, N, W, 132)
-            if plan is None:
-                continue
-            block = W.block_m if plan.axis == "m" else W.block_n
-            extent = M if plan.axis == "m" else N
-            assert plan.cut % block == 0 and 0 < plan.cut < extent, (M, N, plan)
-            assert plan.main_tiles == (plan.cut // block) * (cd(N, W.block_n) if plan.axis == "m" else cd(M, W.block_m))
-            assert plan.main_tiles / (cd(plan.main_tiles, 132) * 132) >= 0.97, (M, N, plan)
-            assert plan.tail_tiles <= 132, (M, N, plan)
-            t = plan.tail_config
-            assert (t.block_m, t.block_n) == (64, 128)
-    assert gemm.tail_plan_for(3072, 3072, W, 132).cut == 2816  # 22 rows of 12 tiles: two waves
-    assert gemm.tail_plan_for(1536, 1536, W, 132) is None  # 72 tiles: not even one wave to keep
 
 
 @pytest.mark.parametrize("share", ["none", "some", "all"])
@@ -484,94 +425,6 @@ def test_autotune_picks_a_config_that_is_right():
     check("autotuned (cached)", matmul(a, b, autotune=True), _reference(a, b))
 
 
-def test_streamk_programs_split_every_streamk_tile_alike():
-    big, small = Config(128, 128, 64), Config(64, 64, 64)
-    for M, N, K, cfg in [(4224, 4224, 4224, big), (512, 10240, 8192, big), (1536, 1536, 1536, big),
-                         (64, 10240, 8192, small), (3000, 3000, 64, small), (1024, 1024, 1024, big)]:
-        sk = gemm.streamk_tiles_for(M, N, cfg, 132)
-        programs = gemm.streamk_programs_for(M, N, K, cfg, 132)
-        assert programs <= 132, (M, N, K, programs)
-        if sk == 0:
-            assert programs == 0
-            continue
-        assert programs % sk == 0, f"{M}x{N}x{K}: {programs} programs for {sk} Stream-K tiles"
-        split = programs // sk
-        if cfg.block_m >= 128:  # compute-bound tiles keep chunks of at least 32 K-steps
-            assert split == 1 or triton.cdiv(K, cfg.block_k) // split >= 32, (M, N, K, split)
-    # 4224^3 in 128 x 128 tiles: 33 Stream-K tiles, 66 K-steps each -> two programs per tile
-    assert gemm.streamk_programs_for(4224, 4224, 4224, big, 132) == 66
-
-
-def test_heuristic_and_mode_choice_are_valid():
-    for M, N, K in [(16, 4096, 4096), (3072, 3072, 3072), (8192, 8192, 8192), (1, 1, 1)]:
-        for dt in gemm.supported_dtypes():
-            cfg = gemm.heuristic_config(M, N, K, dt)
-            assert isinstance(cfg, Config)
-            assert gemm.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail", "gluon")
-
-
-def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
-    """The decode rows of heuristic_config as on an H100 (132 SMs): 128-wide TMA tiles where they
-    fill at least 60% of one wave (N >= 10113), 64 or 32 wide below that."""
-    monkeypatch.setattr(gemm.runtime, "INTERPRET", False)
-    monkeypatch.setattr(gemm_config, "sm_count", lambda: 132)
-    gemm.heuristic_config.cache_clear()
-    try:
-        tile = lambda M, N, dt=torch.bfloat16: (lambda c: (c.block_m, c.block_n, c.tma))(  # noqa: E731
-            gemm.heuristic_config(M, N, 8192, dt))
-        assert tile(16, 10240) == (16, 128, True) and tile(16, 14336) == (16, 128, True)
-        assert tile(16, 8192) == (16, 64, False) and tile(16, 28672) == (16, 64, False)  # under 60% / over a wave
-        assert tile(64, 10240) == (64, 128, True) and tile(64, 28672) == (64, 128, True)
-        assert tile(64, 8192) == (64, 64, False) and tile(64, 4096) == (64, 32, False)
-        assert tile(64, 10240, torch.int8) == (64, 128, True) and tile(16, 10240, torch.int8) == (16, 64, False)
-        assert tile(64, 10240, torch.float32)[:2] == (64, 64)
-        # a ragged K (no multiple of the K step) goes through TMA, which zero-fills the last step
-        tma = lambda M, N, K: gemm.heuristic_config(M, N, K, torch.bfloat16).tma  # noqa: E731
-        assert tma(16, 4096, 4095) and tma(16, 4096, 4000) and tma(64, 4096, 4000) and tma(64, 8192, 4095)
-        assert not tma(16, 4096, 4096) and not tma(64, 4096, 4096)
-    finally:
-        gemm.heuristic_config.cache_clear()
-
-
-def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
-    # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 128 x 144 makes 132; 3072^3 288
-    # (2.2 waves: a tail split) against 384 of 192 x 128 (2.9); 512 x 6144 makes 96 against 128 with
-    # the 192 rows along N (swap); 512 x 10240 makes 160 (a tail split) against 128 of 128 x 320.
-    # Big, evenly tiled shapes and decode stay on Triton.
-    wide = Config(128, 256, 64, num_warps=8, num_stages=4)
-    picks = {(M, N): gemm.gluon_tiles_for(M, N, wide, 132)[:1] for M, N in
-             [(1536, 1536), (3072, 3072), (512, 6144), (512, 10240), (4096, 4096), (8192, 8192), (4224, 4224),
-              (2048, 2048), (4096, 6144), (512, 28672), (64, 6144)]}
-    assert picks == {(1536, 1536): (((128, 144), False),), (3072, 3072): (((192, 128), False),),
-                     (512, 6144): (((192, 128), True),), (512, 10240): (((128, 320), False),),
-                     (4096, 4096): (), (8192, 8192): (), (4224, 4224): (), (2048, 2048): (), (4096, 6144): (),
-                     (512, 28672): (), (64, 6144): ()}
-    assert gemm.gluon_tiles_for(1536, 1536, Config(128, 128, 64), 132) == ()  # only against 128 x 256 tiles
-    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=True) == "gluon"
-    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=False) != "gluon"
-    assert gemm.choose_mode(1536, 1536, 1536, wide, 132, torch.int8, gluon=True) != "gluon"
-    for M, N in [(1536, 1536), (601, 9000), (5, 7)]:  # tile counts, both orientations
-        assert gluon_gemm.tiles(M, N, False) == -(-M // 192) * -(-N // 128)
-        assert gluon_gemm.tiles(M, N, True) == -(-N // 192) * -(-M // 128)
-        assert gluon_gemm.tiles(M, N, True, (128, 144)) == -(-N // 128) * -(-M // 144)
-        assert gluon_gemm.tiles(M, N, False, (128, 320)) == -(-M // 128) * -(-N // 320)
-
-
-def test_gluon_tile_choice_takes_the_fewest_waves_of_work():
-    # Each program's time ~ its waves of tiles x their area (a model fitted to H100 timings), ties to
-    # fewer bytes per K-step: 1536^3 fills one wave with 132 tiles of 128 x 144 (96 of 192 x 128 are
-    # one wave of a bigger tile); 3072^3 keeps 192 x 128 (3 waves x 24576 against 2 x 40960 for
-    # 128 x 320); 512 x 6144 runs 192 x 128 with its rows along N (one wave); 512 x 10240 one wave
-    # of 128 x 320 (two of 192 x 128).
-    first = {(M, N): gluon_gemm.tile_choices(M, N, 132)[0]
-             for M, N in [(1536, 1536), (3072, 3072), (512, 6144), (512, 10240)]}
-    assert first == {(1536, 1536): ((128, 144), False), (3072, 3072): ((192, 128), False),
-                     (512, 6144): ((192, 128), True), (512, 10240): ((128, 320), False)}
-    for M, N in [(1536, 1536), (100, 7000), (1, 1)]:  # every tile and orientation, once
-        assert sorted(gluon_gemm.tile_choices(M, N, 132)) == sorted(
-            (tile, swap) for tile in gluon_gemm.TILES for swap in (False, True))
-
-
 @pytest.mark.skipif(gluon_gemm.gluon is None, reason="this Triton has no Gluon")
 def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     # Gluon has no interpreter, so on a CPU this is the only check of the kernel: Triton compiles it
@@ -777,17 +630,6 @@ def _far_apart(rows, cols, dtype, gap, *, transposed=False):
     else:
         t.copy_(torch.randn(rows, cols).to(dtype))
     return t
-
-
-def test_wide_strides_only_where_offsets_reach_2_31():
-    s = dict(am=64, ak=1, bk=32, bn=1, cm=32, cn=1, sa=1, sb=1, bias=1)
-    assert gemm_layout.wide_strides(100, 32, 64, s, 16) == 0
-    assert gemm_layout.wide_strides(3, 5, 20, dict(s, am=2**30), 16) == 1  # A's rows 2^30 apart: stride_am
-    assert gemm_layout.wide_strides(3, 5, 20, dict(s, bk=1, bn=2**30), 16) == 8  # K-major B, columns far apart
-    assert gemm_layout.wide_strides(3, 5, 20, dict(s, cm=2**30), 16) == 16
-    assert gemm_layout.wide_strides(3, 5, 20, dict(s, sa=2**30, sb=2**30, bias=2**30), 16) == 64 | 128 | 256
-    # the masked K step past K - 1 counts: 2^31 - 1 is reached only with the padding
-    assert gemm_layout.wide_strides(3, 5, 2**20 - 1000, dict(s, ak=2**11, am=1), 16) == 2
 
 
 _GAP = 2**30  # elements between rows: 2 rows reach offset 2^31

@@ -1,0 +1,61 @@
+"""course.gemm_layout: which operands TMA can read, which are copied into aligned rows, and which
+strides need 64-bit offsets."""
+
+import torch
+
+import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
+from course import gemm_layout
+from course.runtime import DEVICE
+
+
+def _randn(*shape):
+    return torch.randn(*shape, device=DEVICE).to(torch.float16)
+
+
+def test_aligned_copy_keeps_values_and_layout():
+    for name, t in {"row-major": _randn(5, 9), "transposed": _randn(11, 9).T,
+                    "every third column": _randn(6, 33)[:, ::3]}.items():
+        c = gemm_layout.aligned_copy(t)
+        assert c.shape == t.shape and torch.equal(c, t), name
+        pitch = c.stride(1) if c.stride(0) == 1 else c.stride(0)  # elements between rows as stored
+        # (a row starts every 128 bytes from the buffer's start; CUDA's allocator aligns that to 512)
+        assert pitch * c.element_size() % 128 == 0 and c.data_ptr() % 16 == 0, f"{name}: rows not 128-byte aligned"
+        assert (c.stride(0) == 1) == (name == "transposed"), f"{name}: stored the other way round"
+        assert gemm_layout.tma_layout(c) is not None, f"{name}: TMA still cannot read the copy"
+
+
+def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
+    from course.bench import shape_set
+
+    meta = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16, device="meta")  # noqa: E731
+    for name, M, N, K in shape_set(quick=False):  # the benchmark's operands are all aligned
+        assert gemm_layout.aligned_copies_for(meta(M, K), meta(N, K).T, meta(M, N)) == (False,) * 3, name
+    # K = 4014, N = 4785: rows of 8028 and 9570 bytes (no multiple of 16)
+    assert gemm_layout.aligned_copies_for(meta(4096, 4014), meta(4785, 4014).T, meta(4096, 4785)) == (True,) * 3
+    # decode copies its weights too: 2-byte pointer loads cost far more than a copy
+    assert gemm_layout.aligned_copies_for(meta(16, 4014), meta(4785, 4014).T, meta(16, 4785)) == (True,) * 3
+    # too little work per element for A and B (N = 9, M = 8 < MACS_PER_COPIED_ELEMENT)
+    assert gemm_layout.aligned_copies_for(meta(8, 4014), meta(9, 4014).T, meta(8, 9)) == (False, False, True)
+    # rows under 16 bytes stay unreadable by TMA, copied or not
+    assert gemm_layout.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
+    # rows of 6000 bytes (K = 3000), 16 bytes into a sector: TMA reads them, slowly; copied only where
+    # the product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of all of them
+    assert gemm_layout.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (True, True, False)
+    assert gemm_layout.aligned_copies_for(meta(3000, 3000), meta(3000, 3000).T, meta(3000, 3000)) == (False,) * 3
+    assert gemm_layout.aligned_copies_for(meta(4096, 1000), meta(4096, 1000).T, meta(4096, 4096)) == (False,) * 3
+    # 6144 x 6144 x 1000: 3072 per element of A and B, the threshold; one row less is under it
+    assert gemm_layout.aligned_copies_for(meta(6144, 1000), meta(6144, 1000).T, meta(6144, 6144)) == (True, True, False)
+    assert gemm_layout.aligned_copies_for(meta(6143, 1000), meta(6144, 1000).T, meta(6143, 6144)) == (False,) * 3
+    # rows of 4000 bytes start on sectors (32-byte multiples): read at nearly full speed, never copied
+    assert gemm_layout.aligned_copies_for(meta(8192, 2000), meta(8192, 2000).T, meta(8192, 8192)) == (False,) * 3
+
+
+def test_wide_strides_only_where_offsets_reach_2_31():
+    s = dict(am=64, ak=1, bk=32, bn=1, cm=32, cn=1, sa=1, sb=1, bias=1)
+    assert gemm_layout.wide_strides(100, 32, 64, s, 16) == 0
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, am=2**30), 16) == 1  # A's rows 2^30 apart: stride_am
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, bk=1, bn=2**30), 16) == 8  # K-major B, columns far apart
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, cm=2**30), 16) == 16
+    assert gemm_layout.wide_strides(3, 5, 20, dict(s, sa=2**30, sb=2**30, bias=2**30), 16) == 64 | 128 | 256
+    # the masked K step past K - 1 counts: 2^31 - 1 is reached only with the padding
+    assert gemm_layout.wide_strides(3, 5, 2**20 - 1000, dict(s, ak=2**11, am=1), 16) == 2
