@@ -3,6 +3,7 @@
     python -m course.bench gemm [--quick] [--dtypes bf16,fp16,int8] [--out DIR] [--no-save]
     python -m course.bench gemm --set broad --dtypes bf16   # shapes nothing was tuned on, auto only
     python -m course.bench copy [--out DIR] [--no-save]
+    python -m course.bench host [--no-save]   # host us per call and back-to-back calls vs torch
     python -m course.bench all        # copy, then gemm
     python -m course.bench plot [--out DIR]   # redraw the plots from the recorded GEMM results (no GPU)
 
@@ -500,6 +501,73 @@ def _benchmark_checks(rows):
     return checks
 
 
+# Host time (issue 20, item 3): small products, where Python and the launch, not the GPU, set the
+# pace of a model's forward pass. (name, M, N, K), bf16, B K-major as in the benchmark.
+HOST_SHAPES = [("decode 8B qkv", 1, 6144, 4096), ("decode 8B o", 16, 4096, 4096), ("decode 70B o", 64, 8192, 8192),
+               ("prefill 8B o", 512, 4096, 4096), ("odd 1000x1000x1000", 1000, 1000, 1000)]
+
+
+def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[dict]:
+    """Per shape, host microseconds per call (``course.timing.host_us``) of ``course.gemm.matmul``,
+    ``torch.matmul`` and a bare launch of a plain Triton kernel (``course.tiled``'s, one launch, no
+    checks), and the back-to-back time per call of ``calls`` calls in a row, synchronized at the
+    end (wall time: the slower of host and GPU), for ours and torch."""
+    from course import gemm, tiled, timing
+
+    rows = []
+    for name, M, N, K in shapes:
+        a, b, _ = _inputs(dtype, M, N, K, device=device, name=name)
+        out = torch.empty(M, N, device=device, dtype=dtype)
+        fns = {"ours": lambda: gemm.matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out),
+               "bare_triton": lambda: tiled.launch(tiled.matmul_kernel, a, b, out)}
+        row = dict(name=name, M=M, N=N, K=K)
+        for key, fn in fns.items():
+            row[f"{key}_host_us"] = timing.host_us(fn, calls)
+        for key in ("ours", "torch"):
+            fns[key]()
+            _synchronize(device)
+            start = time.perf_counter()
+            for _ in range(calls):
+                fns[key]()
+            _synchronize(device)
+            row[f"{key}_back_to_back_us"] = (time.perf_counter() - start) / calls * 1e6
+        row["back_to_back_ratio"] = row["torch_back_to_back_us"] / row["ours_back_to_back_us"]
+        rows.append(row)
+    return rows
+
+
+def _synchronize(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def print_host_table(rows):
+    """Host us per call (ours, torch, a bare Triton launch) and back-to-back us per call, with the
+    target of issue 20: ours no slower on the host than torch."""
+    print(f"\n{'shape':20s} {'M':>5s} {'N':>6s} {'K':>6s}  host us: {'ours':>6s} {'torch':>6s} {'bare':>6s}"
+          f"   back-to-back us: {'ours':>7s} {'torch':>7s} {'ratio':>6s}")
+    for r in rows:
+        print(f"{r['name']:20s} {r['M']:5d} {r['N']:6d} {r['K']:6d}           {r['ours_host_us']:6.1f} "
+              f"{r['torch_host_us']:6.1f} {r['bare_triton_host_us']:6.1f}                    "
+              f"{r['ours_back_to_back_us']:7.1f} {r['torch_back_to_back_us']:7.1f} {r['back_to_back_ratio']:6.2f}")
+    worst = max(rows, key=lambda r: r["ours_host_us"] / r["torch_host_us"])
+    ok = worst["ours_host_us"] <= worst["torch_host_us"]
+    print(f"{'MET ' if ok else 'MISS'}  host time per call <= torch.matmul's: worst {worst['name']} "
+          f"{worst['ours_host_us']:.1f} us against {worst['torch_host_us']:.1f}")
+    print(f"back-to-back, geomean of torch / ours: {_geomean([r['back_to_back_ratio'] for r in rows]):.3f}")
+
+
+def run_host(args):
+    import course  # noqa: F401
+    from course import hardware, records
+
+    rows = host_rows(HOST_SHAPES, torch.bfloat16)
+    if not args.no_save:
+        print(f"saved {records.save(f'host_{hardware.machine().slug}', rows, dict(kind='host', calls=100))}")
+    print_host_table(rows)
+    return rows
+
+
 def run_copy(args):
     import triton
 
@@ -537,7 +605,7 @@ def run_copy(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m course.bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["gemm", "copy", "all", "plot"])
+    ap.add_argument("what", choices=["gemm", "copy", "host", "all", "plot"])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--set", choices=["benchmark", "broad"], default="benchmark",
                     help="benchmark: the course's shape set, every mode; broad: shapes nothing was tuned on, auto only")
@@ -555,6 +623,8 @@ def main(argv=None):
         run_copy(args)
     if args.what in ("gemm", "all"):
         run_gemm(args)
+    if args.what in ("host", "all"):
+        run_host(args)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,16 @@ def test_broad_verdict_names_the_worst_shape(capsys):
     assert "broad set bf16: decode 1.100 (1), random 0.800 (1)" in text
     assert "MISS  bf16 broad set: no shape (auto) below 0.90: worst 0.800 (random 3" in text
     assert "MET   every timed kernel matches the float64 reference" in text
+
+
+def test_host_rows_measure_ours_torch_and_a_bare_launch(capsys):
+    # On the CPU the numbers are the interpreter's; the bookkeeping is what is tested here.
+    rows = bench.host_rows([("tiny", 16, 16, 16)], torch.float32, calls=2, device="cpu")
+    (row,) = rows
+    for key in ("ours_host_us", "torch_host_us", "bare_triton_host_us", "ours_back_to_back_us",
+                "torch_back_to_back_us"):
+        assert row[key] > 0, key
+    assert row["back_to_back_ratio"] == row["torch_back_to_back_us"] / row["ours_back_to_back_us"]
+    bench.print_host_table(rows)
+    text = capsys.readouterr().out
+    assert "host time per call <= torch.matmul's: worst tiny" in text and "back-to-back, geomean" in text
