@@ -84,9 +84,9 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
 
     fig, ax = _axes(ax, (9, 4.5))
     # Where each roof comes from: course.hardware measures bandwidth (and, on a GPU it has no
-    # datasheet for, the peaks too); a roof built by hand (dataclasses.replace) says so in source.
+    # datasheet for, the peaks too); a bandwidth other than the datasheet's was measured.
     measured_peaks = "no datasheet" in machine.source
-    bandwidth_from = "measured" if "measured" in machine.source or "copy" in machine.source else "datasheet"
+    bandwidth_from = "measured" if machine.bandwidth_gbs != machine.datasheet_bandwidth_gbs else "datasheet"
     ax.loglog(x[x <= ridge], bw_tbs * x[x <= ridge], color="black", lw=2.5,
               label=f"memory roof: {machine.bandwidth_gbs:,.0f} GB/s ({bandwidth_from})")
     ax.loglog(x[x >= ridge], np.full((x >= ridge).sum(), peak), color="dimgray", lw=2.5,

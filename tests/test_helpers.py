@@ -432,6 +432,19 @@ def test_roofline_plots_points_and_ceilings():
     assert any("add" in t.get_text() for t in ax.get_legend().get_texts())
 
 
+def test_roofline_says_where_each_roof_comes_from():
+    import dataclasses
+
+    sheet = hardware.KNOWN_GPUS["H100 SXM"]
+    labels = lambda m: [t.get_text() for t in plots.roofline(m, dtype="bf16").axes[0].get_legend().get_texts()]  # noqa: E731
+    assert labels(sheet)[:2] == ["memory roof: 3,350 GB/s (datasheet)", "compute roof: 989 TFLOP/s (bf16, datasheet)"]
+    measured = dataclasses.replace(sheet, bandwidth_gbs=3000.0, source="reference GPU, none here")
+    assert labels(measured)[0] == "memory roof: 3,000 GB/s (measured)"
+    unknown = dataclasses.replace(sheet, bandwidth_gbs=2000.0, datasheet_bandwidth_gbs=0.0,
+                                  source="measured here, no datasheet")
+    assert labels(unknown)[:2] == ["memory roof: 2,000 GB/s (measured)", "compute roof: 989 TFLOP/s (bf16, measured)"]
+
+
 def test_roofline_rejects_bad_input():
     m = hardware.KNOWN_GPUS["A100"]
     with pytest.raises(ValueError, match="has peaks for"):
