@@ -963,8 +963,6 @@ def _which_missing(p: _Product) -> str:
     if torch.equal(missing, ~swapped.expand(M, N)):
         return ("The grid is (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)): rows come from tl.program_id(0), columns "
                 "from tl.program_id(1); yours are swapped")
-    if _mask_swapped(p):
-        return "The store's mask compares rows with N or columns with M: rows < M, columns < N"
     return ("Check the store's mask, (rows < M)[:, None] & (columns < N)[None, :], and that rows come from "
             "tl.program_id(0), columns from tl.program_id(1)")
 

@@ -200,8 +200,9 @@ def interpreter_numpy_problem() -> str | None:
     return None
 
 
-if INTERPRET and interpreter_numpy_problem():
-    warnings.warn(f"course: {interpreter_numpy_problem()}", stacklevel=2)
+_NUMPY_PROBLEM = interpreter_numpy_problem() if INTERPRET else None
+if _NUMPY_PROBLEM:
+    warnings.warn(f"course: {_NUMPY_PROBLEM}", stacklevel=2)
 
 #: The torch device the course allocates on: ``"cuda"`` (also for ROCm) or ``"cpu"``.
 DEVICE: str = "cpu" if INTERPRET else "cuda"
