@@ -20,11 +20,14 @@ Where things live, in reading order:
 * ``course.gemm_config``: the choice of tiles and schedule, functions of the shape and the GPU;
 * ``course.gemm_layout``: how operands are read (TMA or pointers, aligned copies, 64-bit offsets);
 * ``course.gemm_inputs``: the checks that turn a bad argument into a clear error;
+* ``course.launcher``: a compiled kernel launched again without Triton's per-call work;
 * this module: the launch (a plan cached per operand layout, Stream-K workspaces, the tail
-  split's two launches, autotuning) and the public functions.
+  split's two launches, autotuning), the routes that replay a call whose checks and decisions
+  hold (``_call_key``), and the public functions.
 """
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -34,9 +37,10 @@ from course.gemm_config import (FP8, OUT_DTYPES, Config, TailPlan, autotune_cand
                                  gluon_here, gluon_tiles_for, heuristic_config, sm_count, streamk_programs_for,
                                  streamk_tiles_for, supported_dtypes, tail_plan_for, unaligned_decode_config)
 from course.gemm_inputs import (check_dtype, check_no_grad, check_no_overlap, check_out, check_pair, check_vector,
-                                resolve_config, resolved)
+                                resolve_config, resolved, span)
 from course.gemm_kernel import matmul_kernel
 from course.gemm_layout import aligned_copies_for, aligned_copy, cdiv, host_descriptor, tma_layout, wide_strides
+from course.launcher import BoundLaunch, rebased
 
 # The public API (the configuration helpers are re-exported from course.gemm_config and gemm_layout).
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
@@ -55,8 +59,8 @@ def _workspace(device, num_sms, tile_elems, acc_dtype):
     and flags they would add each other's partial sums or wait forever on a flag the other
     launch cleared. Each workspace is allocated while its stream is current, so the caching
     allocator never hands its memory to other work before that stream is done with it."""
-    stream = None if runtime.INTERPRET else torch.cuda.current_stream(device).cuda_stream
-    key = (str(device), stream, num_sms, tile_elems, acc_dtype)
+    stream = None if runtime.INTERPRET else triton.runtime.driver.active.get_current_stream(device.index)
+    key = (device, stream, num_sms, tile_elems, acc_dtype)
     if key not in _WORKSPACES:
         if len(_WORKSPACES) >= 256:  # many short-lived streams: start over (see above: safe to free)
             _WORKSPACES.clear()
@@ -75,6 +79,11 @@ class _LaunchPlan:
     tail: "TailPlan | None"  # mode "tail" with a cut: two launches, nothing else is planned
     grid: tuple = ()
     constexprs: dict = dataclasses.field(default_factory=dict)  # the kernel's, but the stage count
+    ints: tuple = ()  # the kernel's integer arguments: M, N, K and the strides
+    # made at the first launch (_bind):
+    bound: "BoundLaunch | None" = None  # the compiled kernel
+    descriptors: tuple = ()  # A's, B's and C's tensor descriptors without their tensors (None: a pointer)
+    streamk: tuple = ()  # the Stream-K workspace's size: (programs, tile elements, dtype); () without Stream-K
 
 
 _PLANS: dict = {}
@@ -88,7 +97,8 @@ _SHRUNK: dict = {}  # configs that needed fewer stages than asked for, whatever 
 
 def _plan_for(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_programs) -> _LaunchPlan:
     """The cached launch plan for these operands (worked out on every call, it cost about 10 us of
-    host time). ``vectors``: the strides of bias, a_scale and b_scale (None where absent)."""
+    host time). ``vectors``: the (stride, address % 16, dtype) of bias, a_scale and b_scale (None
+    where absent): the bound kernel (``_run_plan``) was compiled for that alignment and dtype."""
     key = _operand_key(a, b, c) + (config, mode, vectors, tma, flatten, sk_tiles, sk_programs)
     return _cached(_PLANS, key, lambda: _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles,
                                                    sk_programs))
@@ -151,7 +161,7 @@ def _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_progra
     shrunk_key = (config, a.dtype, c.dtype, use_tma, tma_store, sk > 0)
     config = _SHRUNK.get(shrunk_key, config)
     (sam, sak), (sbk, sbn), (scm, scn) = a.stride(), b.stride(), c.stride()
-    s_bias, s_sa, s_sb = (0 if v is None else v for v in vectors)
+    s_bias, s_sa, s_sb = (0 if v is None else v[0] for v in vectors)
     wide = wide_strides(M, N, K, dict(am=sam, ak=sak, bk=sbk, bn=sbn, cm=scm, cn=scn, sa=s_sa, sb=s_sb,
                                        bias=s_bias), config.block_k)
     constexprs = dict(
@@ -160,62 +170,88 @@ def _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_progra
         HAS_BIAS=has_bias, QUANTIZED=a.dtype == torch.int8, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t),
         B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1,
         FLATTEN=flatten, WIDE=wide, num_warps=config.num_warps)
-    return _LaunchPlan(config, shrunk_key, None, (num_sms if sk else min(num_sms, tiles),), constexprs)
+    ints = (M, N, K, sam, sak, sbk, sbn, scm, scn, *(1 if v is None else v[0] or 1 for v in vectors))
+    return _LaunchPlan(config, shrunk_key, None, (num_sms if sk else min(num_sms, tiles),), constexprs, ints)
 
 
 def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, bias=None, tma=None, flatten=None,
             sk_tiles=None, sk_programs=None):
-    """Launch the kernel (inputs already checked). ``tma``/``flatten``/``sk_tiles``/``sk_programs``
-    force a choice (studies)."""
-    vectors = (None if bias is None else bias.stride(0), None if a_scale is None else a_scale.stride(0),
-               None if b_scale is None else b_scale.stride(0))
+    """Launch the kernel (inputs already checked) and return ``route(a, b, c, bias, a_scale, b_scale)``,
+    which launches the same plan again for operands laid out as these. ``tma``/``flatten``/
+    ``sk_tiles``/``sk_programs`` force a choice (studies)."""
+    vectors = tuple(None if v is None else (v.stride(0), v.data_ptr() % 16, v.dtype)
+                    for v in (bias, a_scale, b_scale))
     plan = _plan_for(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_programs)
     if plan.tail is not None:
         return _launch_tail(a, b, c, config, plan.tail, a_scale=a_scale, b_scale=b_scale, bias=bias, tma=tma,
                             flatten=flatten)
-    config, k = plan.config, plan.constexprs
-    quantized = k["QUANTIZED"]
-    if k["STREAMK_TILES"]:
-        acc_dtype = torch.int32 if quantized else torch.float32
-        partials, flags = _workspace(a.device, k["NUM_SMS"], config.block_m * config.block_n, acc_dtype)
-    else:
-        partials = flags = c
-    dummy = c  # unused pointer arguments (no scales / no bias)
-    A, B, C = a, b, c
-    if k["USE_TMA"]:
-        A = host_descriptor(a, k["A_T"], config.block_m, config.block_k)
-        B = host_descriptor(b, k["B_T"], config.block_k, config.block_n)
-    if k["TMA_STORE"]:
-        C = host_descriptor(c, k["C_T"], config.block_m, config.block_n // k["C_HALVES"])
     while True:
         try:
-            matmul_kernel[plan.grid](
-                A, B, C, a_scale if quantized else dummy, b_scale if quantized else dummy,
-                bias if bias is not None else dummy, partials, flags,
-                a.shape[0], b.shape[1], a.shape[1], *a.stride(), *b.stride(), *c.stride(),
-                vectors[0] or 1, vectors[1] or 1, vectors[2] or 1,
-                num_stages=config.num_stages, **k)
-            return c
+            _run_plan(plan, a, b, c, bias, a_scale, b_scale)
+            return functools.partial(_run_plan, plan)
         except triton.runtime.errors.OutOfResources as e:
             # Too many pipeline stages for this GPU's shared memory: one fewer, remembered in the plan.
+            config = plan.config
             if config.num_stages <= 1:
                 raise ValueError(f"config {config} does not fit this GPU even with one stage ({e}): "
                                  "pass smaller blocks") from e
-            config = plan.config = _SHRUNK[plan.shrunk_key] = dataclasses.replace(config,
-                                                                                  num_stages=config.num_stages - 1)
+            plan.config = _SHRUNK[plan.shrunk_key] = dataclasses.replace(config, num_stages=config.num_stages - 1)
+            plan.bound = None
+
+
+def _run_plan(plan: _LaunchPlan, a, b, c, bias, a_scale, b_scale):
+    """One launch of ``plan`` on these operands (laid out as the plan's): the tensor descriptors
+    rebased on them and the Stream-K workspace of this stream; the kernel is bound once per plan
+    (``course.launcher``)."""
+    if plan.bound is None:
+        _bind(plan, a, b, c)
+    partials = flags = c
+    if plan.streamk:
+        partials, flags = _workspace(a.device, *plan.streamk)
+    bound = plan.bound
+    A, B, C = a, b, c  # the bound launch encodes descriptors of these itself, or:
+    if not bound.takes_tensors:
+        da, db, dc = plan.descriptors
+        A, B, C = (t if d is None else rebased(d, t) for d, t in ((da, a), (db, b), (dc, c)))
+    bound(A, B, C, c if a_scale is None else a_scale, c if b_scale is None else b_scale, c if bias is None else bias,
+          partials, flags, *plan.ints)
+    return c
+
+
+def _bind(plan: _LaunchPlan, a, b, c):
+    """The plan's tensor descriptors (kept without their tensors, see ``rebased``), Stream-K
+    workspace size and bound kernel, made at its first launch."""
+    config, k = plan.config, plan.constexprs
+    tma, store = k["USE_TMA"], k["TMA_STORE"]
+    plan.descriptors = tuple(None if d is None else rebased(d, None) for d in (
+        host_descriptor(a, k["A_T"], config.block_m, config.block_k) if tma else None,
+        host_descriptor(b, k["B_T"], config.block_k, config.block_n) if tma else None,
+        host_descriptor(c, k["C_T"], config.block_m, config.block_n // k["C_HALVES"]) if store else None))
+    plan.streamk = (k["NUM_SMS"], config.block_m * config.block_n,
+                    torch.int32 if k["QUANTIZED"] else torch.float32) if k["STREAMK_TILES"] else ()
+    plan.bound = BoundLaunch(matmul_kernel, plan.grid, dict(k, num_stages=config.num_stages))
 
 
 def _launch_tail(a, b, c, config, tail: TailPlan, *, a_scale, b_scale, bias, tma, flatten):
     """``mode="tail"``: the main part and the strip of ``tail`` as two persistent launches on views
-    of the same tensors (and of the scales and bias that go with those rows or columns)."""
+    of the same tensors (and of the scales and bias that go with those rows or columns). Returns
+    the route, as ``_launch`` does."""
     pick = lambda v, part: None if v is None else v[part]  # noqa: E731
     everything = slice(None)
+    parts = []
     for part, cfg in ((slice(None, tail.cut), config), (slice(tail.cut, None), tail.tail_config)):
         rows, cols = (part, everything) if tail.axis == "m" else (everything, part)
-        _launch(a[rows], b[:, cols], c[rows, cols], cfg, "persistent", a_scale=pick(a_scale, rows),
-                b_scale=pick(b_scale, cols), bias=pick(bias, cols), tma=tma,
-                flatten=flatten if cfg is config else None)
-    return c
+        route = _launch(a[rows], b[:, cols], c[rows, cols], cfg, "persistent", a_scale=pick(a_scale, rows),
+                        b_scale=pick(b_scale, cols), bias=pick(bias, cols), tma=tma,
+                        flatten=flatten if cfg is config else None)
+        parts.append((rows, cols, route))
+
+    def both(a, b, c, bias, a_scale, b_scale):
+        for rows, cols, route in parts:
+            route(a[rows], b[:, cols], c[rows, cols], pick(bias, cols), pick(a_scale, rows), pick(b_scale, cols))
+        return c
+
+    return both
 
 
 def _autotuned(a, b, c, mode, **kw):
@@ -272,9 +308,11 @@ def _gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
     return _cached(_GLUON_CHOICES, _operand_key(a, b, c), choose)  # per operand layout, like the plans
 
 
-def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -> torch.Tensor:
+def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scales) -> torch.Tensor:
     """What matmul and matmul_int8 share once their inputs are checked: the output and bias
-    checks, the output allocation, the configuration (heuristic or autotuned) and the launch."""
+    checks, the output allocation, the configuration (heuristic or autotuned) and the launch.
+    ``key``: the call's ``_call_key``, under which the launches are kept for the next such call
+    (None: nothing is kept)."""
     M, K = a.shape
     N = b.shape[1]
     if bias is not None:
@@ -292,8 +330,10 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
     if out is not None:
         check_out(out, M, N, out_dtype, a.device)
     check_no_grad((("a", a), ("b", b), ("bias", bias), ("out", out)) + tuple(scales.items()))
+    given = (a, b, bias, *scales.values())
     a, b, bias = resolved(a), resolved(b), resolved(bias)
     scales = {name: resolved(scale) for name, scale in scales.items()}
+    as_given = all(t is u for t, u in zip(given, (a, b, bias, *scales.values())))
     c = out if out is not None else torch.empty((M, N), device=a.device, dtype=out_dtype)
     if out is not None and M and N:
         check_no_overlap(out, (("a", a), ("b", b), ("bias", bias)) + tuple(scales.items()))
@@ -317,17 +357,74 @@ def _run(a, b, out_dtype, mode, config, autotune, out, *, bias=None, **scales) -
         tile, swap = gluon_choice
         if bias is not None and bias.stride(0) != 1:  # the Gluon kernel reads a contiguous bias
             bias = bias.contiguous()
-        gluon_gemm.matmul_wide(a, b, work, bias, swap, sm_count(), tile=tile)
+            as_given = False
+        wide = gluon_gemm.wide_launch(a, b, work, bias, swap, sm_count(), tile=tile)
+        wide(a, b, work, bias)
+        route = lambda a, b, c, bias, a_scale, b_scale: wide(a, b, c, bias)  # noqa: E731
     else:
         if autotune and config is None and not runtime.INTERPRET:
             config, mode = _autotuned(a, b, work, mode, bias=bias, **scales)
         if config is None and not runtime.INTERPRET:
             config = unaligned_decode_config(a, b)
         config = resolve_config(config, M, N, K, a.dtype)
-        _launch(a, b, work, config, mode, bias=bias, **scales)
+        route = _launch(a, b, work, config, mode, bias=bias, **scales)
     if work is not c:
         c.copy_(work)
+    elif key is not None and as_given and not runtime.INTERPRET and not (copy_a or copy_b):
+        _cached(_ROUTES, key, lambda: _again(route, M, N, out_dtype))
     return c
+
+
+# What a call with the same _call_key launches, its checks and decisions already made (see _again).
+_ROUTES: dict = {}
+
+
+def _call_key(tensors, options) -> "tuple | None":
+    """Everything the checks and decisions of a call read, but the addresses themselves: per tensor
+    its shape, strides, dtype, device, address modulo 32 (alignment) and the autograd and lazy
+    negation flags. None for arguments that are no tensors, are not strided (sparse or nested
+    tensors have no strides) or are not hashable: the checks say what is wrong with them."""
+    try:
+        key = (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 32, t.requires_grad,
+                                         t.is_neg()) for t in tensors), *options)
+        hash(key)  # a config given as a dict is not
+        return key
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+
+
+def _again(route, M, N, out_dtype):
+    """The call that ``route`` launches, for operands with the same ``_call_key``: only what depends
+    on addresses is done again (the output, the overlap check, descriptors, the launch)."""
+    extents = {}  # bytes from an operand's first element to past its last, per position in the call
+
+    def overlap_checked(out, a, b, bias, a_scale, b_scale):
+        if not extents:
+            for name, t in zip(_NAMES, (out, a, b, bias, a_scale, b_scale)):
+                if t is not None and t.numel():
+                    first, last = span(t)
+                    extents[name] = last - first
+        o_first = out.data_ptr()
+        o_last = o_first + extents["out"]
+        for name, t in zip(_NAMES[1:], (a, b, bias, a_scale, b_scale)):
+            if name in extents:
+                first = t.data_ptr()
+                if first < o_last and o_first < first + extents[name]:  # byte ranges meet: look closer
+                    check_no_overlap(out, ((name, t),))
+
+    def call(a, b, bias, out, a_scale=None, b_scale=None):
+        if out is None:
+            c = torch.empty((M, N), device=a.device, dtype=out_dtype)
+        else:
+            c = out
+            overlap_checked(out, a, b, bias, a_scale, b_scale)
+        route(a, b, c, bias, a_scale, b_scale)
+        return c
+
+    return call
+
+
+_NAMES = ("out", "a", "b", "bias", "a_scale", "b_scale")
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, out_dtype=None,
@@ -362,13 +459,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         >>> matmul(a, b).shape
         torch.Size([64, 48])
     """
+    key = _call_key((a, b, bias, out), ("matmul", out_dtype, mode, config, autotune))
+    route = _ROUTES.get(key) if key is not None else None
+    if route is not None:  # a call like an earlier one: its checks and decisions hold (about 10 us)
+        return route(a, b, bias, out)
     check_pair(a, b)
     check_dtype(a.dtype)
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: pass one of {', '.join(map(repr, MODES))}")
     if out_dtype is None:
         out_dtype = torch.bfloat16 if a.dtype in FP8 else a.dtype
-    return _run(a, b, out_dtype, mode, config, autotune, out, bias=bias)
+    return _run(a, b, out_dtype, mode, config, autotune, out, key, bias=bias)
 
 
 def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -388,6 +489,10 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
         >>> matmul_int8(a, b, ones(32), ones(16), out_dtype=torch.float32).shape
         torch.Size([32, 16])
     """
+    key = _call_key((a, b, bias, out, a_scale, b_scale), ("int8", out_dtype, mode, config, autotune))
+    route = _ROUTES.get(key) if key is not None else None
+    if route is not None:
+        return route(a, b, bias, out, a_scale, b_scale)
     check_pair(a, b)
     if a.dtype != torch.int8:
         raise TypeError(f"matmul_int8 takes int8 a and b, got {str(a.dtype).replace('torch.', '')}: "
@@ -404,4 +509,4 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
                         "for unscaled int8 products pass torch.ones(M) and torch.ones(N)")
     check_vector("a_scale", a_scale, M, "M", (torch.float32,), a.device)
     check_vector("b_scale", b_scale, N, "N", (torch.float32,), a.device)
-    return _run(a, b, out_dtype, mode, config, autotune, out, a_scale=a_scale, b_scale=b_scale, bias=bias)
+    return _run(a, b, out_dtype, mode, config, autotune, out, key, a_scale=a_scale, b_scale=b_scale, bias=bias)

@@ -137,7 +137,7 @@ def check_no_grad(named) -> None:
                                f"under torch.no_grad() (or torch.inference_mode()), or pass {name}.detach()")
 
 
-def _span(t: torch.Tensor) -> tuple:
+def span(t: torch.Tensor) -> tuple:
     """``[first, last)`` byte addresses of a non-empty 1-D or 2-D tensor with non-negative strides."""
     first = t.data_ptr()
     if t.dim() == 2:
@@ -176,11 +176,11 @@ def check_no_overlap(out: torch.Tensor, inputs) -> None:
     (``notes/gemm-decisions.md``, "Inputs"). Disjoint byte ranges cost a few integer comparisons;
     interleaved views of one buffer (``x[::2]`` and ``x[1::2]``) are checked byte by byte.
     """
-    o_first, o_last = _span(out)
+    o_first, o_last = span(out)
     for name, t in inputs:
         if t is None or t.numel() == 0:
             continue
-        first, last = _span(t)
+        first, last = span(t)
         if first >= o_last or o_first >= last:
             continue  # disjoint address ranges: the usual case
         lo, hi = max(first, o_first), min(last, o_last)

@@ -37,6 +37,7 @@ import torch
 
 from course import hardware, runtime
 from course.gemm_layout import tma_layout
+from course.launcher import BoundLaunch, rebased
 
 try:  # Gluon is experimental: absent from older Triton, and its API may move in newer ones
     from triton.experimental import gluon
@@ -320,8 +321,7 @@ def _shared_layout(block: tuple, bf16: bool):
     return gl.NVMMASharedLayout.get_default_for(list(block), gl.bfloat16 if bf16 else gl.float16)
 
 
-def _descriptor(t: torch.Tensor, block: list) -> "TensorDescriptor":
-    layout = _shared_layout(tuple(block), t.dtype == torch.bfloat16)  # cached: about 10 us a call on the host
+def _descriptor(t: torch.Tensor, block: list, layout) -> "TensorDescriptor":
     return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
 
@@ -329,20 +329,44 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
                 num_sms: int, group: int = 8, tile: tuple = WIDE) -> torch.Tensor:
     """``c = a @ b (+ bias)`` with ``tile`` (a key of ``TILES``) tiles, their rows along N when
     ``swap`` (inputs already checked, see :func:`unsupported`)."""
+    return wide_launch(a, b, c, bias, swap, num_sms, group, tile)(a, b, c, bias)
+
+
+def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: tuple = WIDE):
+    """``launch(a, b, c, bias)``, which runs :func:`matmul_wide` for operands laid out as these (the
+    same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
+    (``course.launcher``)."""
     M, K = a.shape
     N = b.shape[1]
-    if swap:  # X = B^T (N x K, row-major), Y = A (M x K, K-major operand)
-        x, y, y_kmajor, R, Q = b.T, a, True, N, M
-    else:
-        x, R, Q = a, M, N
-        y_kmajor = tma_layout(b)
-        y = b.T if y_kmajor else b
+    y_kmajor = True if swap else tma_layout(b)  # swap: Y = A (M x K), a K-major operand
+    R, Q = (N, M) if swap else (M, N)
     blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
-    x_desc, y_desc, c_desc = _descriptor(x, blocks["x"]), _descriptor(y, blocks["y"]), _descriptor(c, blocks["c"])
-    y2_desc, c2_desc = y_desc, c_desc  # placeholders where the tile has no extra columns
-    if constexprs["EXTRA"]:
-        y2_desc, c2_desc = _descriptor(y, blocks["y2"]), _descriptor(c, blocks["c2"])
-    grid = (min(num_sms, tiles(M, N, swap, tile)),)
-    _wide_kernel[grid](x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K,
-                       NUM_SMS=num_sms, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs)
-    return c
+    blocks = {name: (block, _shared_layout(tuple(block), a.dtype == torch.bfloat16)) for name, block in blocks.items()}
+    extra = constexprs["EXTRA"]
+    bound = BoundLaunch(_wide_kernel, (min(num_sms, tiles(M, N, swap, tile)),),
+                        dict(NUM_SMS=num_sms, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs))
+
+    def operands(a, b):
+        if swap:  # X = B^T (N x K, row-major), Y = A
+            return b.T, a
+        return a, (b.T if y_kmajor else b)
+
+    x, y = operands(a, b)
+    names = ("x", "y", "c") + (("y2", "c2") if extra else ())
+    templates = {name: rebased(_descriptor({"x": x, "y": y, "y2": y, "c": c, "c2": c}[name], *blocks[name]), None)
+                 for name in names}  # built once, rebased on each call
+
+    def launch(a, b, c, bias):
+        if bound.takes_tensors:  # it encodes the descriptors of these itself (b.T starts where b does)
+            x, y = (b, a) if swap else (a, b)
+            bound(x, y, y, c, c, bias if bias is not None else c, R, Q, K)
+            return c
+        x, y = operands(a, b)
+        x_desc, y_desc, c_desc = rebased(templates["x"], x), rebased(templates["y"], y), rebased(templates["c"], c)
+        y2_desc, c2_desc = y_desc, c_desc  # placeholders where the tile has no extra columns
+        if extra:
+            y2_desc, c2_desc = rebased(templates["y2"], y), rebased(templates["c2"], c)
+        bound(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K)
+        return c
+
+    return launch

@@ -416,6 +416,44 @@ def test_matmul_replays_in_a_cuda_graph(mode):
         check(f"CUDA graph replay ({mode})", out, _reference(a, b))
 
 
+@pytest.mark.parametrize("mode", MODES + ["tail", "gluon", "int8"])
+def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
+    """The second call with the same layouts skips the checks and plans (``gemm._ROUTES``) and
+    launches the bound kernel; fresh values, a bias at another alignment and an aliasing ``out``
+    must still come out right or be refused."""
+    if mode == "gluon" and not gemm_config.gluon_here():
+        pytest.skip("the Gluon kernel needs an sm_90 GPU")
+    M, N, K = TAIL_CASES["n"] if mode == "tail" else pick(cpu=(33, 47, 19), gpu=(1000, 1000, 520))
+    dtype = pick(cpu=torch.float16, gpu=torch.bfloat16)
+
+    def call(bias, out):
+        if mode == "int8":
+            a8, b8, sa, sb, _, _ = _int8_case(M, N, K)
+            ref = (_reference(a8, b8) * sa.double().cpu()[:, None] * sb.double().cpu()[None, :]
+                   + bias.double().cpu())
+            return matmul_int8(a8, b8, sa, sb, bias, out_dtype=torch.float32, out=out), ref
+        a, b = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype).T
+        return matmul(a, b, bias=bias, mode=mode, out=out), _reference(a, b, bias)
+
+    out_dtype = torch.float32 if mode == "int8" else dtype
+    for attempt in range(3):
+        out = poisoned((M, N), out_dtype, DEVICE)
+        got, ref = call(_randn(N, dtype=torch.float32), out)
+        check(f"{mode}, call {attempt + 1}", got, ref)
+    if not INTERPRET:
+        assert gemm._ROUTES, "no route was recorded: every call went through the checks and the planning"
+    shifted_bias = _randn(N + 1, dtype=torch.float32)[1:]  # 4 bytes off: another alignment, another route
+    check(f"{mode}, a bias 4 bytes off", *call(shifted_bias, poisoned((M, N), out_dtype, DEVICE)))
+    check(f"{mode}, a float16 bias", *call(_randn(N, dtype=torch.float16), poisoned((M, N), out_dtype, DEVICE)))
+    if mode != "int8":  # an out that overlaps a, laid out as the outs before it
+        b = _randn(N, K, dtype=dtype).T
+        matmul(_randn(M, K, dtype=dtype), b, mode=mode, out=_randn(M, N, dtype=dtype))
+        buf = _randn(M * K + M * N, dtype=dtype)
+        a, out = buf[:M * K].view(M, K), buf[16:16 + M * N].view(M, N)  # 16 elements on: the same alignment
+        with pytest.raises(ValueError, match="out and a share memory"):
+            matmul(a, b, mode=mode, out=out)
+
+
 @gpu
 @pytest.mark.gpu
 def test_autotune_picks_a_config_that_is_right():
@@ -489,8 +527,8 @@ def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
         pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm_config.sm_count()} SMs")
     expected = gemm.gluon_tiles_for(M, N, cfg)[0]  # (tile, swap): b is K-major, all suit
     calls = []
-    real = gluon_gemm.matmul_wide
-    monkeypatch.setattr(gluon_gemm, "matmul_wide",
+    real = gluon_gemm.wide_launch
+    monkeypatch.setattr(gluon_gemm, "wide_launch",
                         lambda *args, **kw: calls.append((kw["tile"], args[4])) or real(*args, **kw))
     out = poisoned((M, N), torch.bfloat16, DEVICE)
     matmul(a, b, out=out)

@@ -1,0 +1,164 @@
+"""Launching one compiled Triton kernel many times without ``kernel[grid](...)``'s per-call work.
+
+Every ``kernel[grid](*args, **constexprs)`` binds the arguments, works out their specialization
+(dtypes, 16-byte alignment, which integers are 1) and looks the compiled kernel up; a tensor
+descriptor is encoded into a TMA descriptor on every launch. That is 20-40 us of host time, more
+than a small GEMM's GPU time. A caller that knows nothing of that can change between calls
+(``course.gemm`` keys its plans by shapes, strides, dtypes and alignment) binds the kernel once
+and launches the compiled binary directly::
+
+    launch = BoundLaunch(kernel, (num_programs,), dict(BLOCK=128, num_warps=4))
+    launch(x, y, n)   # the first call compiles (or loads) through kernel[grid]
+    launch(x, y, n)   # later calls go straight to the compiled kernel's launcher
+
+The arguments of each call must match the first call's specialization: the same dtypes, the same
+16-byte alignment of every pointer, the same integers equal to 1 and divisible by 16, and tensor
+descriptors of the same shape, strides and block. Under the interpreter, with a launch hook
+installed (a profiler) or on a Triton whose launchers look different, every call goes through
+``kernel[grid]``. The direct path reads the internals of Triton 3.6's CUDA launcher
+(``triton/backends/nvidia/driver.py``); ``tests/test_launcher.py`` checks it against them.
+"""
+
+import torch
+import triton
+from triton.runtime import driver
+
+from course import runtime
+
+try:  # how Triton 3.6 turns a host tensor descriptor into the launcher's arguments
+    from triton.backends.nvidia.driver import _BASE_ARGS_FORMAT_LEN, make_tensordesc_arg
+except ImportError:  # pragma: no cover - another Triton, or no CUDA backend
+    make_tensordesc_arg = None
+
+_MAPS_PER_DESCRIPTOR = 16  # encoded TMA descriptors kept per descriptor argument, one per base address
+
+
+class BoundLaunch:
+    """``kernel[grid](*args, **options)`` for one specialization, launched directly after the first call.
+
+    ``options``: the kernel's constexpr parameters and launch options (``num_warps``, ``num_stages``).
+    The kernel's constexpr parameters must come after all of its runtime ones.
+    """
+
+    def __init__(self, kernel, grid: tuple, options: dict):
+        self.kernel = kernel
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.options = options
+        self.compiled = None  # the CompiledKernel, once the first call has made it
+        self.device = None  # the device it was compiled for (the current one at the first call)
+        self._constexprs = ()  # the values the launcher expects after the runtime arguments
+        self._raw = None  # the launcher's C function, where this Triton's launcher is as expected
+        self._descriptors = ()  # (position, metadata, {base address: encoded arguments}) per descriptor
+
+    def __call__(self, *args):
+        compiled = self.compiled
+        device = self._current_device() if compiled is not None else None
+        if compiled is None or device != self.device or _hooks_installed():
+            self._first(args)
+            return
+        stream = self._current_stream(device)
+        if self._raw is None:
+            compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, None, None, None, *args,
+                         *self._constexprs)
+            return
+        final = [*self.grid, stream, compiled.function, *self._fixed]
+        start = 0
+        for position, metadata, maps, template in self._descriptors:
+            final += args[start:position]
+            base = args[position]
+            if not isinstance(base, torch.Tensor):  # a descriptor, not its tensor
+                base = base.base
+            ptr = base.data_ptr()
+            encoded = maps.get(ptr)
+            if encoded is None:
+                encoded = make_tensordesc_arg(rebased(template, base), metadata)
+                if len(maps) >= _MAPS_PER_DESCRIPTOR:
+                    maps.clear()
+                maps[ptr] = encoded
+            final += encoded
+            start = position + 1
+        final += args[start:]
+        self._raw(*final, *self._constexprs)
+
+    def _first(self, args):
+        compiled = self.kernel[self.grid](*args, **self.options)
+        if runtime.INTERPRET or not all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata")):
+            return  # keep launching through kernel[grid]
+        params = self.kernel.params
+        later = params[len(args):]
+        if any(p.is_constexpr for p in params[:len(args)]) or not all(
+                p.is_constexpr and p.name in self.options for p in later):
+            return  # constexprs between runtime parameters, or defaults left out: not bound
+        self._constexprs = tuple(self.options[p.name] for p in later)
+        # driver.active is a proxy that resolves each attribute: keep the two functions a launch needs
+        self._current_device = driver.active.get_current_device
+        self._current_stream = driver.active.get_current_stream
+        self.device = self._current_device()
+        self._raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
+        self.compiled = compiled
+
+    @property
+    def takes_tensors(self) -> bool:
+        """Whether a call may pass, in place of each tensor descriptor, the tensor it describes
+        (laid out as the first call's; the encoded descriptor comes from this launch's cache)."""
+        return self._raw is not None
+
+
+def _raw_launcher(compiled, args) -> tuple:
+    """``(raw, fixed, descriptors)``: the C launch function under Triton 3.6's ``CudaLauncher`` of
+    ``compiled``, the arguments it takes between the function handle and the kernel's own, and per tensor
+    descriptor argument its position, its TMA metadata, an empty cache of encodings and the first
+    call's descriptor without its tensor (a template for the others). ``raw`` is
+    None where the launcher is not as expected, or needs scratch memory per launch."""
+    launcher = compiled.run
+    none = (None, (), ())
+    needed = ("launch", "launch_cooperative_grid", "launch_pdl", "global_scratch_size", "profile_scratch_size")
+    if make_tensordesc_arg is None or not all(hasattr(launcher, name) for name in needed):
+        return none
+    if launcher.global_scratch_size or launcher.profile_scratch_size:
+        return none
+    # after the grid, stream and function: cooperative launch, PDL, the two scratch pointers (none),
+    # the packed metadata, the launch metadata and the two hooks (none: _hooks_installed is checked per call)
+    fixed = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None, compiled.packed_metadata, None, None,
+             None)
+    if len(fixed) != _BASE_ARGS_FORMAT_LEN - 5:
+        return none
+    launch = launcher.launch
+    descriptors = ()
+    cells = dict(zip(getattr(getattr(launch, "__code__", None), "co_freevars", ()), launch.__closure__ or ())) \
+        if hasattr(launch, "__closure__") else {}
+    if cells:  # wrapped by wrap_handle_tensordesc: the kernel takes tensor descriptors
+        try:
+            launch = cells["launcher"].cell_contents
+            positions = sorted(cells["tensordesc_indices"].cell_contents)
+            metadata = cells["tensordesc_meta"].cell_contents
+        except KeyError:
+            return none
+        if len(metadata) != len(positions) or any(m is None for m in metadata):
+            return none  # descriptors passed as pointer, shape and strides: not cached
+        descriptors = tuple((p, m, {}, rebased(args[p], None)) for p, m in zip(positions, metadata))
+    return launch, fixed, descriptors
+
+
+def _hooks_installed() -> bool:
+    """Whether a launch hook (a profiler's) is installed: Triton 3.6 keeps them in chains, empty by default."""
+    hooks = triton.knobs.runtime
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    return bool((enter is not None and getattr(enter, "calls", True)) or
+                (leave is not None and getattr(leave, "calls", True)))
+
+
+def rebased(desc, t):
+    """The tensor descriptor ``desc`` describing ``t`` instead of ``desc.base``; ``t`` must be laid
+    out as that was (shape, strides, dtype, 16-byte alignment), whose checks this skips. Plans keep
+    their descriptors with ``t=None``, so as not to keep tensors alive, and rebase them per call.
+
+        >>> from triton.tools.tensor_descriptor import TensorDescriptor
+        >>> d = TensorDescriptor(torch.empty(64, 32, dtype=torch.float16, device="meta"), [64, 32], [32, 1], [16, 16])
+        >>> rebased(d, None).base is None, rebased(d, None).block_shape
+        (True, [16, 16])
+    """
+    new = object.__new__(type(desc))
+    new.__dict__.update(desc.__dict__)
+    new.base = t
+    return new
