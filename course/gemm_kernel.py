@@ -3,8 +3,8 @@
 ``matmul_kernel`` computes ``C = epilogue(A @ B)``: first whole tiles in a persistent loop, then (when
 ``STREAMK_TILES > 0``) the tiles of the last, partial wave split along K among several programs,
 which add their partial sums (Stream-K). A and B arrive either as pointers with strides (any layout,
-any GPU, the interpreter) or as tensor descriptors built on the host (Hopper's TMA); both kinds of
-view have the same ``load(tile)``, so one K loop serves both. The host side (``course.gemm``)
+any GPU, the interpreter) or as tensor descriptors built on the host (Hopper's TMA);
+``GemmContext.reduce_k_range`` runs the K loop of either kind of view. The host side (``course.gemm``)
 chooses the constants; ``course.gemm_config`` explains the choices.
 """
 
@@ -21,19 +21,6 @@ from course.stages import (
     make_scale_view,
     make_tensor_view,
 )
-
-
-@triton.jit
-def _reduce_k_range(ctx, A, B, out_tile, k_begin, k_end, USE_TMA: tl.constexpr):
-    # Descriptor views: one stages K step per iteration (the compiler pipelines the TMA loads).
-    # Pointer views: the stages loop that advances pointers and masks only a ragged last step.
-    if USE_TMA:
-        acc = ctx.init_accumulator()
-        for k in range(k_begin, k_end):
-            acc = ctx.reduce_tile(A, B, out_tile, k, acc)
-    else:
-        acc = ctx.reduce_k_range(A, B, out_tile, k_begin, k_end)
-    return acc
 
 
 @triton.jit
@@ -94,7 +81,7 @@ def matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
     start, total, stride = sched.persistent_tile_range()
     for tile_id in tl.range(start, total, stride, flatten=FLATTEN):
         out_tile = sched.get_tile_from_idx(tile_id)
-        acc = _reduce_k_range(ctx, tensorA, tensorB, out_tile, 0, num_k, USE_TMA)
+        acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, num_k)
         tensorC.store(acc, out_tile, scale=scale, bias=bias_view)
 
     # Stream-K part. The pieces of this program's iteration range are walked from the LAST to
@@ -110,7 +97,7 @@ def matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
             piece_start = tl.maximum(first_iter, ((piece_end - 1) // iters) * iters)
             tile_id, k_begin, k_end = sched.streamk_span(piece_start, piece_end)
             out_tile = sched.get_tile_from_idx(tile_id)
-            acc = _reduce_k_range(ctx, tensorA, tensorB, out_tile, k_begin, k_end, USE_TMA)
+            acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, k_begin, k_end)
             acc, owner = sched.streamk_fixup(acc, tile_id, k_begin, k_end, partials, flags)
             if owner:
                 tensorC.store(acc, out_tile, scale=scale, bias=bias_view)

@@ -316,12 +316,26 @@ class GemmContext:
 
     @triton.jit
     def reduce_k_range(self, A, B, out_tile, k_begin, k_end):
-        """The accumulator of K-iterations ``[k_begin, k_end)`` of ``out_tile`` (used by Stream-K).
+        """The accumulator of K-iterations ``[k_begin, k_end)`` of ``out_tile`` (the persistent loop
+        and Stream-K both use it), for either kind of view.
 
-        Pointers are built once and advanced by ``block_k * stride``; loads carry no mask except
-        the ragged last K step when ``even_k=False``. Example (the full K range):
+        Descriptor views (TMA): one ``reduce_tile`` per step; the compiler pipelines the loads and
+        the copy engine zero-fills past the matrix. Pointer views: pointers are built once and
+        advanced by ``block_k * stride``; loads carry no mask except the ragged last K step when
+        ``even_k=False``. Example (the full K range):
         ``acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, tl.cdiv(K, BLOCK_K))``.
         """
+        if A.uses_descriptor or B.uses_descriptor:
+            acc = self.init_accumulator()
+            for k_idx in range(k_begin, k_end):
+                acc = self.reduce_tile(A, B, out_tile, k_idx, acc, boundary=not self.even_k)
+        else:
+            acc = self._advance_pointers(A, B, out_tile, k_begin, k_end)
+        return acc
+
+    @triton.jit
+    def _advance_pointers(self, A, B, out_tile, k_begin, k_end):
+        # reduce_k_range for two pointer views
         K = A.cols
         _check_k(A, B, K, self.block_k, self.even_k)
         rm, rn, _ = out_tile.layout(A.rows, B.cols)
@@ -354,7 +368,8 @@ class GemmContext:
 
     @triton.jit
     def reduce_axis(self, A, B, out_tile):
-        """The full K loop for ``out_tile``: ``A[tile rows, :] @ B[:, tile cols]``.
+        """The full K loop for ``out_tile``: ``A[tile rows, :] @ B[:, tile cols]`` (pointer views,
+        which know K; with descriptor views call ``reduce_k_range(..., 0, tl.cdiv(K, block_k))``).
 
         Example: ``acc = ctx.reduce_axis(tensorA, tensorB, out_tile)``.
         """
@@ -663,6 +678,7 @@ class InputView:
     cols: tl.tensor
     stride_row: tl.tensor
     stride_col: tl.tensor
+    uses_descriptor: tl.constexpr  # False: GemmContext.reduce_k_range advances pointers
 
     def __init__(self, ptr, rows, cols, stride_row, stride_col, _semantic=None):
         _check_view_args(type(self).__name__, (("ptr", ptr),), (("rows", rows), ("cols", cols),
@@ -672,6 +688,7 @@ class InputView:
         self.cols = _tensor(cols, _semantic)
         self.stride_row = _tensor(stride_row, _semantic)
         self.stride_col = _tensor(stride_col, _semantic)
+        self.uses_descriptor = _const(False)
 
     @triton.jit
     def tile_ptrs(self, tile):
@@ -689,6 +706,16 @@ class InputView:
         """
         ptrs, mask = self.tile_ptrs(tile)
         return _load_tile(ptrs, mask, boundary, cache_modifier)
+
+
+@triton.jit
+def _epilogue(acc, tile, scale, bias):
+    # The output views' epilogue, in this order: dequantize, then add the bias (in the scaled units).
+    if scale is not None:
+        acc = scale.apply(acc, tile)
+    if bias is not None:
+        acc = bias.apply(acc, tile)
+    return acc
 
 
 @_aggregate
@@ -727,11 +754,7 @@ class OutputView:
         ptrs, in_bounds = _tile_ptrs(self.ptr, self.rows, self.cols, self.stride_row, self.stride_col, tile)
         if mask is not None:
             in_bounds = in_bounds & mask
-        if scale is not None:
-            data = scale.apply(data, tile)
-        if bias is not None:
-            data = bias.apply(data, tile)
-        tl.store(ptrs, data.to(self.ptr.dtype.element_ty), mask=in_bounds)
+        tl.store(ptrs, _epilogue(data, tile, scale, bias).to(self.ptr.dtype.element_ty), mask=in_bounds)
 
     @triton.jit
     def load(self, tile, boundary: tl.constexpr = False):
@@ -829,10 +852,12 @@ class DescriptorView:
 
     desc: tl.tensor_descriptor
     transposed: tl.constexpr
+    uses_descriptor: tl.constexpr  # True: GemmContext.reduce_k_range takes one reduce_tile per step
 
     def __init__(self, desc, transposed):
         self.desc = desc
         self.transposed = _const(transposed)
+        self.uses_descriptor = _const(True)
 
     @triton.jit
     def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = ".cg"):
@@ -866,11 +891,7 @@ class DescriptorOutputView:
     @triton.jit
     def store(self, data, tile, mask=None, scale=None, bias=None):
         """Epilogue, then a TMA store of the tile (``mask`` is not supported: the edges clip)."""
-        if scale is not None:
-            data = scale.apply(data, tile)
-        if bias is not None:
-            data = bias.apply(data, tile)
-        data = data.to(self.desc.dtype)
+        data = _epilogue(data, tile, scale, bias).to(self.desc.dtype)
         row = tile.pid_m * tile.block_m
         col = tile.pid_n * tile.block_n
         if self.transposed:

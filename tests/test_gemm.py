@@ -746,6 +746,41 @@ def test_64_bit_offsets_compile_for_a_gpu_without_one():
     assert counts[0] == 0 and counts[1 | 8 | 16 | 64 | 128 | 256] > 0, run.stdout
 
 
+_COMPILE_TMA = r"""
+import os, sys
+os.environ["_COURSE_COMPILE_ONLY"] = "1"
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, sys.argv[1])
+from course import gemm_kernel
+from triton import compile as triton_compile
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+fn = gemm_kernel.matmul_kernel
+sig = dict(A="tensordesc<bf16[128, 64]>", B="tensordesc<bf16[64, 256]>", C="tensordesc<bf16[128, 128]>",
+           A_scale="*fp32", B_scale="*fp32", bias="*fp32", partials="*fp32", flags="*i32", M="i32", N="i32", K="i32")
+consts = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_SIZE_M=8, NUM_SMS=132, STREAMK_TILES=12,
+              STREAMK_PROGRAMS=132, EVEN_K=False, HAS_BIAS=True, QUANTIZED=False, ALLOW_TF32=True, USE_TMA=True,
+              A_T=False, B_T=False, TMA_STORE=True, C_T=False, C_HALVES=2, FLATTEN=True, WIDE=0,
+              stride_ak=1, stride_bn=1, stride_cn=1)
+for n in fn.arg_names:
+    sig.setdefault(n, "constexpr" if n in consts else "i32")
+src = ASTSource(fn=fn, signature=sig, constexprs=consts)
+ptx = triton_compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 4}).asm["ptx"]
+print("wgmma", ptx.count("wgmma.mma_async"), "tma", ptx.count("cp.async.bulk.tensor"))
+"""
+
+
+def test_descriptor_views_compile_for_a_gpu_without_one():
+    # GemmContext.reduce_k_range takes a descriptor view's K loop itself (TMA loads, Stream-K, the
+    # epilogue's TMA store): Triton builds it for sm_90 here, with wgmma and bulk tensor copies.
+    run = subprocess.run([sys.executable, "-c", _COMPILE_TMA, str(Path(__file__).resolve().parent.parent)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = re.search(r"wgmma (\d+) tma (\d+)", run.stdout)
+    assert counts and int(counts[1]) > 0 and int(counts[2]) > 0, run.stdout
+
+
 @gpu
 @pytest.mark.gpu
 def test_offsets_past_2_31_through_tma():
