@@ -908,14 +908,16 @@ def _sixteen_bit_accumulator(kernel) -> bool:
     return False
 
 
-def _compiles_for_a_gpu(kernel) -> None:
-    """Build the kernel for an H100 (course.compile, in a separate process); a ✗ with the compiler's
-    words if it refuses."""
+def _compiles_for_a_gpu(kernel, *args, **constexprs) -> None:
+    """Build the kernel for an H100 (course.compile, in a separate process), by default with
+    ``tiled.matmul_kernel``'s arguments; a ✗ with the compiler's words if it refuses."""
     from course.compile import build
 
-    a = torch.empty(64, 64, dtype=torch.float16)
+    if not args:
+        a = torch.empty(64, 64, dtype=torch.float16)
+        args, constexprs = (a, a, a, 64, 64, 64, 64, 1, 64, 1, 64, 1), dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
     try:
-        build(kernel, a, a, a, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+        build(kernel, *args, **constexprs)
     except RuntimeError as err:
         lines = [line for line in str(err).splitlines()[1:] if line.strip()]
         reason = next((line.strip() for line in reversed(lines) if "Error" in line or "error" in line), lines[-1:])
@@ -1123,3 +1125,111 @@ def check_wave_count(wave_count) -> str:
                          "SMs wait")
             raise _Failed(f"{call} gives {idle} idle SMs: {hint}")
     return f"right on {len(_WAVE_CASES)} shapes"
+
+
+# --- 06: the persistent loop --------------------------------------------------------------------------
+
+_PERSISTENT_PARAMS = ("a_ptr", "b_ptr", "c_ptr", "log_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk",
+                      "stride_bn", "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+                      "NUM_PROGRAMS", "LOG")
+# (num_pid_m, num_pid_n, programs, GROUP_M): a ragged last turn, fewer tiles than programs, a short last group
+_SCHEDULE_CASES = [(6, 9, 4, 3), (2, 3, 8, 2), (5, 7, 3, 2)]
+
+
+@_exercise("persistent_loop", "Write the body of persistent_matmul_kernel above: the loop over program pid's tiles")
+def check_persistent_loop(persistent_matmul_kernel) -> str:
+    """Check a kernel with the signature of ``course.persistent.persistent_matmul_kernel``: run on a
+    few programs with ``LOG=True``, every tile must be computed once, by the program the round-robin
+    gives it, in grouped order, and the product must be right (also with ``LOG=False``, on ragged
+    edges)."""
+    from course import persistent, plots
+
+    kernel = persistent_matmul_kernel
+    _jit_function("persistent_matmul_kernel", kernel, _PERSISTENT_PARAMS, kind="kernel")
+    for num_pid_m, num_pid_n, programs, group_m in _SCHEDULE_CASES:
+        case = f"{num_pid_m} x {num_pid_n} tiles on {programs} programs, GROUP_M = {group_m}"
+        torch.manual_seed(0)
+        try:
+            mine = persistent.schedule(num_pid_m, num_pid_n, num_programs=programs, group_m=group_m, kernel=kernel)
+        except Exception as err:
+            raise _user_error(f"on {case}, your kernel", err) from None
+        torch.manual_seed(0)
+        ref = persistent.schedule(num_pid_m, num_pid_n, num_programs=programs, group_m=group_m)
+        picture = lambda: plots.schedules({"yours": mine, "the reference": ref}, title=case)  # noqa: E731
+        _diagnose_schedule(case, mine, ref, programs, picture)
+    M, N, K = 70, 90, 40  # ragged tiles of 32, a ragged last step of K, LOG=False
+    a = torch.randn(M, K, device=runtime.DEVICE, dtype=torch.float16)
+    b = torch.randn(K, N, device=runtime.DEVICE, dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
+    try:
+        persistent.launch(kernel, a, b, c, num_programs=3, group_m=2, block_m=32, block_n=32, block_k=32,
+                          num_warps=4, num_stages=2)
+    except Exception as err:
+        raise _user_error(f"on {M} x {N} x {K} with LOG=False, your kernel", err) from None
+    ref = a.double().cpu() @ b.double().cpu()
+    if torch.isnan(c).any() or not _close(c, ref):
+        raise _Failed(f"on {M} x {N} x {K} with LOG=False the product is wrong, though it was right with LOG=True: "
+                      "only the call of log_tile belongs under `if LOG:`, the tile's work runs either way")
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        t = torch.empty(64, 64, dtype=torch.float16)
+        _compiles_for_a_gpu(kernel, t, t, t, torch.empty(64, dtype=torch.int32), 64, 64, 64, 64, 1, 64, 1, 64, 1,
+                            BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, NUM_PROGRAMS=4, LOG=True)
+    return (f"right on {len(_SCHEDULE_CASES)} schedules (a ragged last turn, fewer tiles than programs, a short "
+            "last group) and a ragged product")
+
+
+def _close(c, ref) -> bool:
+    from course.check import tolerance
+
+    c = c.double().cpu()
+    return bool(torch.linalg.vector_norm(c - ref) <= tolerance(torch.float16) * torch.linalg.vector_norm(ref))
+
+
+def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture) -> None:
+    """What a persistent loop's log says is wrong, from the likeliest mistake to the least."""
+    count, c = mine["count"], mine["c"]
+    tiles = count.numel()
+    product_right = not torch.isnan(c).any() and _close(c, mine["ref"])
+    if int(count.sum()) == 0:
+        if torch.isnan(c).all():
+            raise _Failed(
+                f"on {case}: no tile was computed. Loop over the tile ids of program pid, "
+                "tl.range(pid, num_tiles, NUM_PROGRAMS), and for each call grouped_tile, then matmul_tile")
+        if product_right:
+            raise _Failed(f"on {case}: the product is right, but no tile was logged: after matmul_tile, "
+                          "`if LOG: log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)`")
+    ids = ref["tile_id"]  # each tile's id in grouped order
+    never, twice = int((count == 0).sum()), int((count > 1).sum())
+    if never or twice:
+        if twice == 0 and torch.equal(count == 0, ids >= programs):
+            why = ("each program computed only its first tile: loop, tl.range(pid, num_tiles, NUM_PROGRAMS), so "
+                   "program pid also takes pid + NUM_PROGRAMS, pid + 2 * NUM_PROGRAMS, ...")
+        elif never == 0 and torch.equal(count, torch.clamp(ids, max=programs - 1) + 1):
+            why = ("program pid took every tile from pid on: step by NUM_PROGRAMS, tl.range(pid, num_tiles, "
+                   "NUM_PROGRAMS), so each tile has one program")
+        elif bool((count[ids % programs == 0] == programs).all()) and torch.equal(count == 0, ids % programs != 0):
+            why = "every program started at tile 0: start at the program's own id, tl.range(pid, ...)"
+        elif int(count.max()) >= 2 and never:
+            why = ("several programs computed the same tiles: map the loop's tile id, not the program id, to a "
+                   "tile: grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)")
+        else:
+            why = "each of the num_tiles tile ids must be taken by exactly one program"
+        raise _Failed(f"on {case}: {_count(twice, 'tile')} computed more than once and {never} never "
+                      f"(of {tiles}): {why}", picture())
+    if not product_right:
+        raise _Failed(f"on {case}: every tile was computed once, but the product is wrong: call matmul_tile with "
+                      "the tile's pid_m, pid_n from grouped_tile (in that order) and the kernel's own arguments",
+                      picture())
+    if not torch.equal(mine["program"], ref["program"]):
+        row_major = torch.arange(tiles).view_as(ids)
+        if torch.equal(mine["tile_id"], row_major):
+            why = ("the tile ids go row by row: map each id with grouped_tile(tile_id, num_pid_m, num_pid_n, "
+                   "GROUP_M), as in notebook 04")
+        else:
+            why = ("program pid must take the tile ids pid, pid + NUM_PROGRAMS, ... and map each with "
+                   "grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)")
+        raise _Failed(f"on {case}: every tile was computed once and the product is right, but not by the "
+                      f"programs of the grouped round-robin: {why}", picture())
+    if not torch.equal(mine["tile_id"], ids):
+        raise _Failed(f"on {case}: right, but log_tile got other tile ids than the loop's: pass the loop "
+                      "variable (the tile id), then pid_m and pid_n", picture())

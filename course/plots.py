@@ -322,3 +322,68 @@ def wave_fill(shapes: dict, *, sms: int, title: str = ""):
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
     return fig
+
+
+def schedules(logs: dict, *, title: str = ""):
+    """Side by side, for each ``{label: log}`` (``course.persistent.schedule`` output), the tiles of
+    C coloured by the program that computed them, with the turn of that program's loop written in
+    each tile ("none": never computed, "2x": computed twice)."""
+    import torch
+
+    if not logs:
+        raise ValueError("schedules(logs): pass at least one {label: schedule(...)} entry")
+    fig, axes = plt.subplots(1, len(logs), figsize=(max(6.0, 4.8 * len(logs)), 3.9), layout="constrained",
+                             squeeze=False)
+    programs = sorted({int(p) for log in logs.values() for p in torch.as_tensor(log["program"]).flatten() if p >= 0})
+    cmap = plt.get_cmap("tab10" if len(programs) <= 10 else "tab20")
+    for ax, (label, log) in zip(axes[0], logs.items()):
+        program, count, step = (torch.as_tensor(log[key]).cpu() for key in ("program", "count", "step"))
+        rows, cols = program.shape
+        colours = np.ones((rows, cols, 4))
+        done = (count > 0).numpy()
+        colours[done] = cmap(program.numpy()[done] % cmap.N)
+        ax.imshow(colours, interpolation="nearest")
+        if rows * cols <= 400:
+            for r, c in itertools.product(range(rows), range(cols)):
+                n = int(count[r, c])
+                text = "none" if n == 0 else f"{n}x" if n > 1 else str(int(step[r, c]))
+                ax.text(c, r, text, ha="center", va="center", fontsize=7, color="black" if n == 1 else "red")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("tile column (pid_n)")
+        ax.set_ylabel("tile row (pid_m)")
+    if len(programs) <= 20:
+        from matplotlib.patches import Patch
+
+        fig.legend(handles=[Patch(color=cmap(p % cmap.N), label=f"program {p}") for p in programs],
+                   loc="outside right", fontsize=8, frameon=False)
+    fig.suptitle((title + "\n" if title else "") + "colour: the program; number: the turn of its loop", fontsize=10)
+    return fig
+
+
+def category_maps(maps: dict, *, categories: int, label: str, title: str = ""):
+    """Side by side, each ``{title: 2-D tensor of category ids}`` (e.g. ``persistent.xcd_map``: the
+    chiplet of every tile) in one colour per category, ``categories`` of them, with a legend."""
+    import torch
+    from matplotlib.patches import Patch
+
+    if not maps:
+        raise ValueError("category_maps(maps): pass at least one {title: 2-D tensor} entry")
+    fig, axes = plt.subplots(1, len(maps), figsize=(4.8 * len(maps), 4.2), layout="constrained", squeeze=False)
+    cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
+    for ax, (name, values) in zip(axes[0], maps.items()):
+        values = torch.as_tensor(values).cpu().numpy()
+        colours = np.ones(values.shape + (4,))
+        colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
+        ax.imshow(colours, interpolation="nearest")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("tile column (pid_n)")
+        ax.set_ylabel("tile row (pid_m)")
+    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=f"{label} {i}") for i in range(categories)],
+               loc="outside right", fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig

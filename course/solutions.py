@@ -77,6 +77,10 @@ def wave_count(M, N, block_m, block_n, sms):
     return tiles, waves, idle
 
 
+# --- 06 · persistent_loop: the course's own kernel is the reference ------------------------------------
+
+from course.persistent import log_tile, persistent_matmul_kernel  # noqa: E402, F401
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -87,6 +91,8 @@ EXERCISES = {
     "matmul_kernel": (("matmul_tile", "matmul_kernel"), "exercises.check_matmul_kernel(matmul_kernel)"),
     "grouped_tile": (("grouped_tile",), "exercises.check_grouped_tile(grouped_tile)"),
     "wave_count": (("wave_count",), "exercises.check_wave_count(wave_count)"),
+    "persistent_loop": (("persistent_matmul_kernel",),
+                        "exercises.check_persistent_loop(persistent_matmul_kernel)"),
 }
 
 

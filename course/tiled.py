@@ -65,13 +65,13 @@ def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, block_m
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 64,
            block_n: int = 64, block_k: int = 32) -> torch.Tensor:
     """``a @ b`` by :func:`matmul_kernel`, for 2-D ``a`` (M, K) and ``b`` (K, N) of one floating dtype."""
-    out, work = _prepare("matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    out, work = prepare("matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     if work:
         launch(matmul_kernel, a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     return out
 
 
-def _prepare(where: str, a, b, out, **blocks) -> tuple[torch.Tensor, bool]:
+def prepare(where: str, a, b, out, **blocks) -> tuple[torch.Tensor, bool]:
     """Check the inputs of ``where``; return the output (allocated if ``out`` is None) and whether
     a kernel has work to do (an empty C has none; K = 0 is all zeros, written here)."""
     for name, t in (("a", a), ("b", b)):
@@ -211,7 +211,7 @@ def grouped_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     shared memory, so one program runs per SM (notebook 05 counts it)."""
     if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
         raise ValueError(f"grouped_matmul: group_m={group_m!r} must be an int >= 1 (1 is row-major order)")
-    out, work = _prepare("grouped_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
+    out, work = prepare("grouped_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     if work:
         M, K = a.shape
         N = b.shape[1]
@@ -260,7 +260,7 @@ def tuned_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = No
     """``a @ b`` by :func:`grouped_matmul_kernel` in the fastest of :data:`TUNING_CONFIGS` for
     this (M, N, K), chosen by ``triton.autotune`` at the first call of each shape
     (``tuned_matmul_kernel.best_config`` is the one it kept)."""
-    out, work = _prepare("tuned_matmul", a, b, out)
+    out, work = prepare("tuned_matmul", a, b, out)
     if work:
         M, K = a.shape
         N = b.shape[1]

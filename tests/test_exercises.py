@@ -522,6 +522,37 @@ def test_wave_count_reference_and_wrong_answers():
     _assert_wrong_answers_named(exercises.check_wave_count, WAVES_WRONG)
 
 
+# --- 06: the persistent loop --------------------------------------------------------------------------
+
+_LOOP = "for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=True):"
+_MAP = "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)"
+PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_kernel, words its message must contain)
+    "no loop": ([(_LOOP, "for tile_id in tl.range(pid, pid + 1):")], "only its first tile"),
+    "step 1": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles):")], "every tile from pid on"),
+    "start at 0": ([(_LOOP, "for tile_id in tl.range(0, num_tiles, NUM_PROGRAMS):")], "started at tile 0"),
+    "row-major ids": ([(_MAP, "pid_m, pid_n = tile_id // num_pid_n, tile_id % num_pid_n")], "go row by row"),
+    "mapped the program id": ([(_MAP, "pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)")],
+                              "map the loop's tile id"),
+    "work under LOG": ([("        matmul_tile(", "        if LOG:\n            matmul_tile(")],
+                       "only the call of log_tile belongs under"),
+    "no log": ([("            log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)", "            pass")],
+               "no tile was logged"),
+    "swapped tile": ([("pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K)", "pid_n, pid_m, BLOCK_M, BLOCK_N, BLOCK_K)")],
+                     "the product is wrong"),
+    "wrong signature": ([("NUM_PROGRAMS: tl.constexpr,\n", "")], "keep the signature"),
+}
+
+
+def test_persistent_loop_reference_and_wrong_answers(tmp_path):
+    from course import persistent, tiled
+
+    pieces = (tiled.grouped_tile, tiled.matmul_tile, persistent.log_tile, persistent.persistent_matmul_kernel)
+    assert quiet(exercises.check_persistent_loop, solutions.persistent_matmul_kernel).passed
+    table = {label: (_variant(tmp_path, f"persistent_{i}", pieces, *edits), words)
+             for i, (label, (edits, words)) in enumerate(PERSISTENT_WRONG.items())}
+    _assert_wrong_answers_named(exercises.check_persistent_loop, table)
+
+
 _REFUSED = '''
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
