@@ -1189,47 +1189,61 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture)
     """What a persistent loop's log says is wrong, from the likeliest mistake to the least."""
     count, c = mine["count"], mine["c"]
     tiles = count.numel()
+    written = not torch.isnan(c).all()
     product_right = not torch.isnan(c).any() and _close(c, mine["ref"])
+    if mine["outside"]:
+        raise _Failed(f"on {case}: your loop went past the grid: {_count(mine['outside'], 'tile')} logged outside it. "
+                      "Tile ids run from 0 to num_tiles - 1 (num_tiles = num_pid_m * num_pid_n), and grouped_tile "
+                      "takes (tile_id, num_pid_m, num_pid_n, GROUP_M) in that order")
     if int(count.sum()) == 0:
-        if torch.isnan(c).all():
-            raise _Failed(
-                f"on {case}: no tile was computed. Loop over the tile ids of program pid, "
-                "tl.range(pid, num_tiles, NUM_PROGRAMS), and for each call grouped_tile, then matmul_tile")
+        if not written:
+            raise _Failed(f"on {case}: no tile was computed. Each program loops over its own tile ids (tl.range "
+                          "works like range); for each id, grouped_tile gives the tile and matmul_tile computes it")
         if product_right:
-            raise _Failed(f"on {case}: the product is right, but no tile was logged: after matmul_tile, "
-                          "`if LOG: log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)`")
+            raise _Failed(f"on {case}: the product is right, but no tile was logged: after computing a tile, "
+                          "call log_tile when LOG is set")
     ids = ref["tile_id"]  # each tile's id in grouped order
     never, twice = int((count == 0).sum()), int((count > 1).sum())
     if never or twice:
+        missed = sorted(ids[count == 0].tolist())
         if twice == 0 and torch.equal(count == 0, ids >= programs):
-            why = ("each program computed only its first tile: loop, tl.range(pid, num_tiles, NUM_PROGRAMS), so "
-                   "program pid also takes pid + NUM_PROGRAMS, pid + 2 * NUM_PROGRAMS, ...")
+            why = ("each program computed only its first tile: a program must go on to the ids NUM_PROGRAMS "
+                   "further on, and so on to the end")
         elif never == 0 and torch.equal(count, torch.clamp(ids, max=programs - 1) + 1):
-            why = ("program pid took every tile from pid on: step by NUM_PROGRAMS, tl.range(pid, num_tiles, "
-                   "NUM_PROGRAMS), so each tile has one program")
+            why = "program pid took every tile from pid on: step from one id to the next by the number of programs"
         elif bool((count[ids % programs == 0] == programs).all()) and torch.equal(count == 0, ids % programs != 0):
-            why = "every program started at tile 0: start at the program's own id, tl.range(pid, ...)"
+            why = "every program started at tile 0: each one starts at its own id"
         elif int(count.max()) >= 2 and never:
             why = ("several programs computed the same tiles: map the loop's tile id, not the program id, to a "
-                   "tile: grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)")
+                   "tile with grouped_tile")
+        elif twice == 0 and missed == list(range(tiles - never, tiles)):
+            why = (f"the last tile ids ({_ids(missed)}) were never taken: the loop stops early; it runs up to "
+                   "num_tiles, the tiles of the whole grid")
+        elif twice == 0 and missed == list(range(never)):
+            why = f"the first tile ids ({_ids(missed)}) were never taken: check where each program's loop starts"
         else:
-            why = "each of the num_tiles tile ids must be taken by exactly one program"
+            why = f"tile ids {_ids(missed)} were never taken: each id from 0 to num_tiles - 1 needs exactly one program"
         raise _Failed(f"on {case}: {_count(twice, 'tile')} computed more than once and {never} never "
                       f"(of {tiles}): {why}", picture())
+    if not written:
+        raise _Failed(f"on {case}: every tile was logged once, but C was never written: compute each tile with "
+                      "matmul_tile")
     if not product_right:
         raise _Failed(f"on {case}: every tile was computed once, but the product is wrong: call matmul_tile with "
-                      "the tile's pid_m, pid_n from grouped_tile (in that order) and the kernel's own arguments",
-                      picture())
+                      "the tile's pid_m, pid_n from grouped_tile (in that order) and the kernel's own arguments")
     if not torch.equal(mine["program"], ref["program"]):
         row_major = torch.arange(tiles).view_as(ids)
         if torch.equal(mine["tile_id"], row_major):
-            why = ("the tile ids go row by row: map each id with grouped_tile(tile_id, num_pid_m, num_pid_n, "
-                   "GROUP_M), as in notebook 04")
+            why = "the tile ids go row by row: map each id to its tile with grouped_tile, as in notebook 04"
         else:
-            why = ("program pid must take the tile ids pid, pid + NUM_PROGRAMS, ... and map each with "
-                   "grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)")
+            why = ("program pid must take every NUM_PROGRAMS-th tile id from its own id on, and map each to a "
+                   "tile with grouped_tile")
         raise _Failed(f"on {case}: every tile was computed once and the product is right, but not by the "
                       f"programs of the grouped round-robin: {why}", picture())
     if not torch.equal(mine["tile_id"], ids):
-        raise _Failed(f"on {case}: right, but log_tile got other tile ids than the loop's: pass the loop "
-                      "variable (the tile id), then pid_m and pid_n", picture())
+        raise _Failed(f"on {case}: right, but log_tile got other tile ids than the loop's: pass the loop's tile "
+                      "id, then pid_m and pid_n", picture())
+
+
+def _ids(ids: list) -> str:
+    return ", ".join(map(str, ids[:4])) + (f", … ({len(ids)} in all)" if len(ids) > 4 else "")

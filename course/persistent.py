@@ -26,11 +26,14 @@ from course.tiled import grouped_tile, matmul_tile, prepare
 @triton.jit
 def log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n):
     """Record that this program computed tile ``(pid_m, pid_n)`` as tile id ``tile_id``: the log holds,
-    per tile (row-major), a count of computations, the program and the tile id (see :func:`schedule`)."""
+    per tile (row-major), a count of computations, the program and the tile id, and last a count of
+    tiles outside the grid (see :func:`schedule`), which are not written anywhere else."""
     tile = pid_m * num_pid_n + pid_n
-    tl.atomic_add(log_ptr + tile, 1)
-    tl.store(log_ptr + num_tiles + tile, tl.program_id(0))
-    tl.store(log_ptr + 2 * num_tiles + tile, tile_id)
+    inside = (pid_m >= 0) & (pid_n >= 0) & (pid_n < num_pid_n) & (tile < num_tiles)
+    tl.atomic_add(log_ptr + tile, 1, mask=inside)
+    tl.store(log_ptr + num_tiles + tile, tl.program_id(0), mask=inside)
+    tl.store(log_ptr + 2 * num_tiles + tile, tile_id, mask=inside)
+    tl.atomic_add(log_ptr + 3 * num_tiles, 1, mask=~inside)
 
 
 @triton.jit
@@ -93,18 +96,20 @@ def schedule(num_pid_m: int, num_pid_n: int, *, num_programs: int, group_m: int 
     recorded, each a ``num_pid_m x num_pid_n`` int tensor: ``"count"`` (how often each tile was
     computed), ``"program"`` (which program computed it, the last one if several did), ``"tile_id"``
     (under which id) and ``"step"`` (``tile_id // num_programs``: the turn of the loop). Also
-    ``"c"`` and ``"ref"``: the product and its float64 reference."""
+    ``"outside"`` (how many logged tiles lay outside the grid), ``"c"`` and ``"ref"`` (the product
+    and its float64 reference)."""
     M, N, K, block = 16 * num_pid_m, 16 * num_pid_n, 16, 16
     a = torch.randn(M, K, device=runtime.DEVICE, dtype=torch.float16)
     b = torch.randn(K, N, device=runtime.DEVICE, dtype=torch.float16)
     c = torch.full((M, N), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
     tiles = num_pid_m * num_pid_n
-    log = torch.zeros(3 * tiles, dtype=torch.int32, device=runtime.DEVICE)
-    log[tiles:] = -1
+    log = torch.zeros(3 * tiles + 1, dtype=torch.int32, device=runtime.DEVICE)
+    log[tiles:3 * tiles] = -1
     launch(kernel or persistent_matmul_kernel, a, b, c, log, num_programs=num_programs, group_m=group_m,
            block_m=block, block_n=block, block_k=block, num_warps=4, num_stages=2)
-    count, program, tile_id = log.cpu().view(3, num_pid_m, num_pid_n)
-    return {"count": count, "program": program, "tile_id": tile_id,
+    log = log.cpu()
+    count, program, tile_id = log[:3 * tiles].view(3, num_pid_m, num_pid_n)
+    return {"count": count, "program": program, "tile_id": tile_id, "outside": int(log[-1]),
             "step": torch.where(tile_id >= 0, tile_id // num_programs, -1), "c": c,
             "ref": a.double().cpu() @ b.double().cpu()}
 
@@ -147,3 +152,10 @@ def xcd_map(num_pid_m: int, num_pid_n: int, num_xcds: int, table: torch.Tensor |
     xcds = torch.full((num_pid_m, num_pid_n), -1, dtype=torch.int64)
     xcds[pid_m[tile_of].long(), pid_n[tile_of].long()] = torch.arange(programs) % num_xcds
     return xcds
+
+
+def xcd_footprint(xcds: torch.Tensor) -> list:
+    """Per chiplet of an :func:`xcd_map`, ``(rows, columns)``: the distinct rows of tiles (strips of
+    A) and columns (strips of B) its tiles need, which its own L2 has to hold."""
+    return [(len(torch.unique(torch.nonzero(xcds == x)[:, 0])), len(torch.unique(torch.nonzero(xcds == x)[:, 1])))
+            for x in range(int(xcds.max()) + 1)]

@@ -347,7 +347,9 @@ def schedules(logs: dict, *, title: str = ""):
             for r, c in itertools.product(range(rows), range(cols)):
                 n = int(count[r, c])
                 text = "none" if n == 0 else f"{n}x" if n > 1 else str(int(step[r, c]))
-                ax.text(c, r, text, ha="center", va="center", fontsize=7, color="black" if n == 1 else "red")
+                box = None if n == 1 else dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none")
+                ax.text(c, r, text, ha="center", va="center", fontsize=7, fontweight="normal" if n == 1 else "bold",
+                        bbox=box)
         ax.yaxis.get_major_locator().set_params(integer=True)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(label, fontsize=10)

@@ -528,6 +528,14 @@ _LOOP = "for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=True):"
 _MAP = "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)"
 PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_kernel, words its message must contain)
     "no loop": ([(_LOOP, "for tile_id in tl.range(pid, pid + 1):")], "only its first tile"),
+    "stops early": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles - 1, NUM_PROGRAMS):")], "the loop stops early"),
+    "starts late": ([(_LOOP, "for tile_id in tl.range(pid + 1, num_tiles, NUM_PROGRAMS):")],
+                    "where each program's loop starts"),
+    "past the grid": ([(_LOOP, "for tile_id in tl.range(pid, 2 * num_tiles, NUM_PROGRAMS):")], "past the grid"),
+    "swapped sizes": ([(_MAP, "pid_m, pid_n = grouped_tile(tile_id, num_pid_n, num_pid_m, GROUP_M)")],
+                      "past the grid"),
+    "no matmul_tile": ([("        matmul_tile(", "        if False:\n            matmul_tile(")],
+                       "C was never written"),
     "step 1": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles):")], "every tile from pid on"),
     "start at 0": ([(_LOOP, "for tile_id in tl.range(0, num_tiles, NUM_PROGRAMS):")], "started at tile 0"),
     "row-major ids": ([(_MAP, "pid_m, pid_n = tile_id // num_pid_n, tile_id % num_pid_n")], "go row by row"),
@@ -550,7 +558,8 @@ def test_persistent_loop_reference_and_wrong_answers(tmp_path):
     assert quiet(exercises.check_persistent_loop, solutions.persistent_matmul_kernel).passed
     table = {label: (_variant(tmp_path, f"persistent_{i}", pieces, *edits), words)
              for i, (label, (edits, words)) in enumerate(PERSISTENT_WRONG.items())}
-    _assert_wrong_answers_named(exercises.check_persistent_loop, table)
+    _assert_wrong_answers_named(exercises.check_persistent_loop, table,
+                                same_mistake=("past the grid", "swapped sizes"))
 
 
 _REFUSED = '''
