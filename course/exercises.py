@@ -1247,3 +1247,68 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture)
 
 def _ids(ids: list) -> str:
     return ", ".join(map(str, ids[:4])) + (f", … ({len(ids)} in all)" if len(ids) > 4 else "")
+
+
+# --- 07: a kernel written with the stages -------------------------------------------------------------
+
+_LINEAR_PARAMS = ("A", "W", "C", "M", "N", "K", "stride_am", "stride_ak", "stride_wn", "stride_wk", "stride_cm",
+                  "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_SMS", "EVEN_K")
+
+
+@_exercise("linear", "Write the body of linear_kernel above with the stages: C = A @ W.T for a weight W of (N, K)")
+def check_linear(linear_kernel) -> str:
+    """Check a ``@triton.jit`` kernel with the signature of ``solutions.linear_kernel``: ``C = A @ W.T``
+    for ``W`` of shape (N, K), on whole and ragged tiles, a ragged K, a transposed A and a sliced W,
+    launched on a few programs (``stages_kernels.launch_linear``)."""
+    from course import stages_kernels
+
+    _jit_function("linear_kernel", linear_kernel, _LINEAR_PARAMS, kind="kernel")
+    cases = [("whole tiles (64 x 64 x 64)", 64, 64, 64, {}), ("ragged tiles (50 x 70 x 64)", 50, 70, 64, {}),
+             ("a ragged K (64 x 64 x 40)", 64, 64, 40, {}),
+             ("a transposed A and a sliced W (48 x 40 x 32)", 48, 40, 32, {"strided": True})]
+    for what, M, N, K, options in cases:
+        torch.manual_seed(0)
+        a = torch.randn(M, K, device=runtime.DEVICE, dtype=torch.float16)
+        w = torch.randn(N, K, device=runtime.DEVICE, dtype=torch.float16)
+        if options.get("strided"):
+            a = a.T.contiguous().T  # column-major
+            w = torch.cat([w, w], dim=1)[:, :K]  # rows 2K apart
+        c = torch.full((M, N), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
+        try:
+            stages_kernels.launch_linear(linear_kernel, a, w, c, num_programs=3, block_m=32, block_n=32, block_k=32,
+                                         num_warps=4, num_stages=2)
+        except Exception as err:
+            raise _user_error(f"on {what}, your kernel", err) from None
+        _diagnose_linear(what, a, w, c)
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        t = torch.empty(64, 64, dtype=torch.float16)
+        _compiles_for_a_gpu(linear_kernel, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32,
+                            BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
+    return f"right on {len(cases)} products: whole and ragged tiles, a ragged K, a transposed A and a sliced W"
+
+
+def _diagnose_linear(what: str, a, w, c) -> None:
+    (M, K), N = a.shape, w.shape[0]
+    ref = a.double().cpu() @ w.double().cpu().T
+    missing = int(torch.isnan(c).sum())
+    if missing == c.numel():
+        raise _Failed(f"on {what}: nothing was stored into C: for every tile of the schedule, reduce it over K and "
+                      "store the accumulator through an output view of C")
+    if missing:
+        raise _Failed(f"on {what}: {missing} of {c.numel()} elements of C were never stored: take every tile "
+                      "that ScheduleContext.persistent_tile_range gives this program (the kernel runs on 3 programs)")
+    if _close(c, ref):
+        return
+    wrong_strides = torch.as_strided(w.double().cpu(), (K, N), (w.stride(0), w.stride(1)))
+    if K == N and _close(c, a.double().cpu() @ w.double().cpu()):
+        raise _Failed(f"on {what}: you computed A @ W, not A @ W.T: B is W's transpose, a K x N view of W whose "
+                      "rows go with W's column stride and columns with its row stride")
+    if _close(c, a.double().cpu() @ wrong_strides):
+        raise _Failed(f"on {what}: B's view walks W with the strides the wrong way round: element (k, n) of W.T is "
+                      "W[n, k], so B's row stride is stride_wk and its column stride stride_wn")
+    truncated = (K // 32) * 32
+    if K % 32 and _close(c, a.double().cpu()[:, :truncated] @ w.double().cpu()[:, :truncated].T):
+        raise _Failed(f"on {what}: the last, partial step of K is missing or zero: tell GemmContext whether K is a "
+                      "multiple of BLOCK_K (even_k=EVEN_K)")
+    raise _Failed(f"on {what}: wrong values. A is M x K (stride_am, stride_ak), B = W.T is K x N, C is M x N "
+                  "(stride_cm, stride_cn); check each view's sizes and strides")

@@ -81,6 +81,26 @@ def wave_count(M, N, block_m, block_n, sms):
 
 from course.persistent import log_tile, persistent_matmul_kernel  # noqa: E402, F401
 
+# --- 07 · linear: C = A @ W.T with the stages ---------------------------------------------------------
+
+from course.stages import GemmContext, ScheduleContext, make_output_view, make_tensor_view  # noqa: E402
+
+
+@triton.jit
+def linear_kernel(A, W, C, M, N, K, stride_am, stride_ak, stride_wn, stride_wk, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_SMS: tl.constexpr,
+                  EVEN_K: tl.constexpr):
+    tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+    tensorB = make_tensor_view(W, K, N, stride_wk, stride_wn)  # W.T: element (k, n) is W[n, k]
+    tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, even_k=EVEN_K)
+    sched = ScheduleContext(M, N, K, ctx)
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in range(start, total, stride):
+        out_tile = sched.get_tile_from_idx(tile_id)
+        tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -93,6 +113,7 @@ EXERCISES = {
     "wave_count": (("wave_count",), "exercises.check_wave_count(wave_count)"),
     "persistent_loop": (("persistent_matmul_kernel",),
                         "exercises.check_persistent_loop(persistent_matmul_kernel)"),
+    "linear": (("linear_kernel",), "exercises.check_linear(linear_kernel)"),
 }
 
 

@@ -562,6 +562,37 @@ def test_persistent_loop_reference_and_wrong_answers(tmp_path):
                                 same_mistake=("past the grid", "swapped sizes"))
 
 
+# --- 07: linear with the stages -----------------------------------------------------------------------
+
+_VIEW_B = "tensorB = make_tensor_view(W, K, N, stride_wk, stride_wn)"
+LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message must contain)
+    "strides swapped": ([(_VIEW_B, "tensorB = make_tensor_view(W, K, N, stride_wn, stride_wk)")],
+                        "not A @ W.T"),
+    "W, not W.T": ([(_VIEW_B, "tensorB = make_tensor_view(W, N, K, stride_wn, stride_wk)")], "not A @ W.T"),
+    "even_k left out": ([(", even_k=EVEN_K)", ")")], "pass even_k=False"),
+    "one tile per program": ([("for tile_id in range(start, total, stride):",
+                               "for tile_id in range(start, start + 1):")], "never stored"),
+    "nothing stored": ([("        tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)",
+                         "        ctx.reduce_axis(tensorA, tensorB, out_tile)")], "nothing was stored"),
+    "wrong signature": ([("stride_wn, stride_wk, stride_cm", "stride_wk, stride_wn, stride_cm")],
+                        "keep the signature"),
+}
+
+
+def test_linear_reference_and_wrong_answers(tmp_path):
+    import course.stages as stages
+
+    assert quiet(exercises.check_linear, solutions.linear_kernel).passed
+    header = "from course.stages import GemmContext, ScheduleContext, make_output_view, make_tensor_view\n"
+    table = {}
+    for i, (label, (edits, words)) in enumerate(LINEAR_WRONG.items()):
+        kernel = _variant(tmp_path, f"linear_{i}", solutions.linear_kernel, *edits,
+                          ("@triton.jit", header + "\n\n@triton.jit"))
+        table[label] = (kernel, words)
+    _assert_wrong_answers_named(exercises.check_linear, table, same_mistake=("strides swapped", "W, not W.T"))
+    assert stages.GemmContext  # the variants import the stages themselves
+
+
 _REFUSED = '''
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
-from course import persistent, plots, tiled
+from course import persistent, plots, stages_kernels, tiled
 from course.check import check, poisoned
 from course.runtime import DEVICE, pick
 
@@ -13,15 +13,17 @@ matplotlib.use("Agg")
 SMALL = pick(cpu=dict(block_m=32, block_n=32, block_k=32), gpu={})
 
 
-@pytest.mark.parametrize("programs", [1, 3, pick(cpu=8, gpu=132)])
+@pytest.mark.parametrize("matmul", [persistent.persistent_matmul, stages_kernels.stages_matmul],
+                         ids=["by hand (06)", "with the stages (07)"])
+@pytest.mark.parametrize("programs", [1, 3, None])
 @pytest.mark.parametrize("M,N,K", [(100, 37, 129), (70, 130, 64), (1, 1, 1),
                                    pick(cpu=(64, 96, 32), gpu=(1000, 1000, 520))])
-def test_persistent_matmul_matches_float64(M, N, K, programs):
+def test_persistent_matmuls_match_float64(M, N, K, programs, matmul):
     a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
     b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
     out = poisoned((M, N), torch.float16, DEVICE)
-    persistent.persistent_matmul(a, b, out=out, num_programs=programs, **SMALL)
-    check(f"persistent {M}x{N}x{K} on {programs} programs", out, a.double().cpu() @ b.double().cpu())
+    matmul(a, b, out=out, num_programs=programs, **SMALL)
+    check(f"{matmul.__name__} {M}x{N}x{K} on {programs} programs", out, a.double().cpu() @ b.double().cpu())
 
 
 def test_any_strides_and_empty_products():
