@@ -25,6 +25,7 @@ import inspect
 import io
 import math
 import numbers
+import re
 import textwrap
 import warnings
 from fractions import Fraction
@@ -183,12 +184,15 @@ def _user_error(what: str, err: BaseException) -> _Failed:
     refused = _compile_refusal(what, err)
     if refused:
         return refused
-    text = str(err).strip()
+    text, name = str(err).strip(), type(err).__name__
+    inner = re.fullmatch(r"""InterpreterError\((\w+Error)\((['"])(.*)\2\)\)""", text, re.S)
+    if inner:  # the interpreter wraps an error raised inside the kernel: show that one
+        name, text = inner.group(1), inner.group(3).replace("\\'", "'").strip()
     lines = text.splitlines()
     if len(lines) > 12:
         lines = lines[:12] + ["  …"]
     body = "\n    ".join(lines) if lines else "(no message)"
-    return _Failed(f"{what} raised {type(err).__name__}:\n    {body}" + _hint_for(text))
+    return _Failed(f"{what} raised {name}:\n    {body}" + _hint_for(text))
 
 
 def _compile_refusal(what: str, err: BaseException) -> _Failed | None:
@@ -1273,13 +1277,18 @@ def check_linear(linear_kernel) -> str:
         if options.get("strided"):
             a = a.T.contiguous().T  # column-major
             w = torch.cat([w, w], dim=1)[:, :K]  # rows 2K apart
-        c = torch.full((M, N), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
+        buffer = torch.full((M * N + max(M, N, K) ** 2,), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
+        c = buffer[:M * N].view(M, N)  # the rest catches stores past C (a wrong view would corrupt memory)
         try:
             stages_kernels.launch_linear(linear_kernel, a, w, c, num_programs=3, block_m=32, block_n=32, block_k=32,
                                          num_warps=4, num_stages=2)
         except Exception as err:
             raise _user_error(f"on {what}, your kernel", err) from None
+        if not torch.isnan(buffer[M * N:]).all():
+            raise _Failed(f"on {what}: the kernel stored past the end of C: C's output view is M x N (M rows, "
+                          "N columns) with C's strides, stride_cm and stride_cn")
         _diagnose_linear(what, a, w, c)
+    _each_program_its_own_tiles(linear_kernel)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         t = torch.empty(64, 64, dtype=torch.float16)
         _compiles_for_a_gpu(linear_kernel, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32,
@@ -1288,21 +1297,27 @@ def check_linear(linear_kernel) -> str:
 
 
 def _diagnose_linear(what: str, a, w, c) -> None:
-    (M, K), N = a.shape, w.shape[0]
+    K, N = a.shape[1], w.shape[0]
     ref = a.double().cpu() @ w.double().cpu().T
     missing = int(torch.isnan(c).sum())
     if missing == c.numel():
         raise _Failed(f"on {what}: nothing was stored into C: for every tile of the schedule, reduce it over K and "
                       "store the accumulator through an output view of C")
     if missing:
+        holes = torch.isnan(c).cpu()
+        rows, cols = holes.all(dim=1), holes.all(dim=0)
+        if rows.any() and torch.equal(holes, rows[:, None].expand_as(holes)) or \
+                cols.any() and torch.equal(holes, cols[None, :].expand_as(holes)):
+            raise _Failed(f"on {what}: whole rows or columns of C were never stored: check the sizes you give "
+                          "ScheduleContext and the output view (M rows, N columns, K the shared dimension)")
         raise _Failed(f"on {what}: {missing} of {c.numel()} elements of C were never stored: take every tile "
                       "that ScheduleContext.persistent_tile_range gives this program (the kernel runs on 3 programs)")
     if _close(c, ref):
         return
     wrong_strides = torch.as_strided(w.double().cpu(), (K, N), (w.stride(0), w.stride(1)))
     if K == N and _close(c, a.double().cpu() @ w.double().cpu()):
-        raise _Failed(f"on {what}: you computed A @ W, not A @ W.T: B is W's transpose, a K x N view of W whose "
-                      "rows go with W's column stride and columns with its row stride")
+        raise _Failed(f"on {what}: you computed A @ W, not A @ W.T: B must be W's transpose, a K x N view of W's "
+                      "own memory. Which of W's two strides moves you along k, and which along n?")
     if _close(c, a.double().cpu() @ wrong_strides):
         raise _Failed(f"on {what}: B's view walks W with the strides the wrong way round: element (k, n) of W.T is "
                       "W[n, k], so B's row stride is stride_wk and its column stride stride_wn")
@@ -1312,3 +1327,19 @@ def _diagnose_linear(what: str, a, w, c) -> None:
                       "multiple of BLOCK_K (even_k=EVEN_K)")
     raise _Failed(f"on {what}: wrong values. A is M x K (stride_am, stride_ak), B = W.T is K x N, C is M x N "
                   "(stride_cm, stride_cn); check each view's sizes and strides")
+
+
+def _each_program_its_own_tiles(linear_kernel) -> None:
+    """Launch one program of NUM_SMS = 3: only the tiles of program 0 (ids 0, 3, 6, ...) may be written;
+    a kernel whose programs all compute every tile is right, and three times too slow."""
+    M = N = K = 64  # 2 x 2 tiles of 32: program 0 of 3 owns tile ids 0 and 3
+    a = torch.randn(M, K, device=runtime.DEVICE, dtype=torch.float16)
+    w = torch.randn(N, K, device=runtime.DEVICE, dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device=runtime.DEVICE, dtype=torch.float16)
+    linear_kernel[(1,)](a, w, c, M, N, K, *a.stride(), *w.stride(), *c.stride(), BLOCK_M=32, BLOCK_N=32,
+                        BLOCK_K=32, NUM_SMS=3, EVEN_K=True, num_warps=4, num_stages=2)
+    written = (~torch.isnan(c)).cpu().view(2, 32, 2, 32).all(dim=3).all(dim=1).flatten().tolist()
+    if sum(written) > 2:
+        raise _Failed("right, but each program computes tiles that belong to other programs: with NUM_SMS "
+                      "programs, program pid takes only the tile ids of persistent_tile_range (pid, pid + NUM_SMS, "
+                      "...), with NUM_SMS given to GemmContext")

@@ -35,7 +35,7 @@ A persistent GEMM with them::
             tensorC.store(acc, out_tile)
 
     gemm_kernel[(NUM_SMS,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
-                            128, 256, 64, NUM_SMS, K % 64 == 0)
+                            128, 256, 64, NUM_SMS, K % 64 == 0, num_warps=8)  # 4 warps spill here
 
 Stream-K (``ScheduleContext(..., streamk_tiles=S)``, ``streamk_span``, ``streamk_fixup``), the
 decisions this file makes where its reference documents are silent, and why the interpreter shim
@@ -698,7 +698,7 @@ class InputView:
         return _tile_ptrs(self.ptr, self.rows, self.cols, self.stride_row, self.stride_col, tile)
 
     @triton.jit
-    def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = ".cg"):
+    def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = tl.constexpr(".cg")):
         """Load a tile. ``boundary=True`` zero-fills elements outside the matrix; without it,
         out-of-range rows/columns read wrapped (valid, but meaningless) data.
 
@@ -860,7 +860,7 @@ class DescriptorView:
         self.uses_descriptor = _const(True)
 
     @triton.jit
-    def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = ".cg"):
+    def load(self, tile, boundary: tl.constexpr = False, cache_modifier: tl.constexpr = tl.constexpr(".cg")):
         """The ``tile`` (``block_m x block_n`` at ``(pid_m, pid_n)``) of the matrix."""
         if self.transposed:
             return self.desc.load([tile.pid_n * tile.block_n, tile.pid_m * tile.block_m]).T

@@ -576,6 +576,12 @@ LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message 
                          "        ctx.reduce_axis(tensorA, tensorB, out_tile)")], "nothing was stored"),
     "wrong signature": ([("stride_wn, stride_wk, stride_cm", "stride_wk, stride_wn, stride_cm")],
                         "keep the signature"),
+    "every program every tile": ([("for tile_id in range(start, total, stride):",
+                                   "for tile_id in range(0, total, 1):")], "belong to other programs"),
+    "output view N x M": ([("tensorC = make_output_view(C, M, N, stride_cm, stride_cn)",
+                            "tensorC = make_output_view(C, N, M, stride_cm, stride_cn)")], "past the end of C"),
+    "schedule N x M": ([("sched = ScheduleContext(M, N, K, ctx)", "sched = ScheduleContext(N, M, K, ctx)")],
+                       "check the sizes you give"),
 }
 
 

@@ -749,3 +749,25 @@ def test_streamk_fixup(case, dtype):
         assert (flags.cpu() == 0).all(), f"flags not cleared after launch {launch}: {flags.tolist()}"
         outs.append(c)
     assert torch.equal(outs[0], outs[1]), "Stream-K results differ between launches (order of sums)"
+
+
+@triton.jit
+def _load_with_defaults(A, C, M, N, BLOCK: tl.constexpr):
+    view = make_input_view(A, M, N, N, 1)
+    tile = Tile(0, 0, BLOCK, BLOCK)
+    x = view.load(tile) + view.load(tile, boundary=True)  # the docstring's calls, every default left out
+    rm, rn = tile.indices()
+    tl.store(C + rm[:, None] * N + rn[None, :], x, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_view_loads_with_default_arguments_compile_for_a_gpu():
+    # A str default of a constexpr parameter of an aggregate's method reached the compiler as a plain
+    # str ("'str' object has no attribute 'type'"); the interpreter never noticed.
+    from course.compile import build
+
+    x = torch.empty(64, 64, dtype=torch.float16)
+    built = build(_load_with_defaults, x, x, 64, 64, BLOCK=32)
+    assert built.count("ptx", r"ld\.global") > 0
+    a, c = torch.randn(40, 40, device=DEVICE), poisoned((40, 40), torch.float32, DEVICE)
+    _load_with_defaults[(1,)](a, c, 40, 40, BLOCK=32)
+    check("both loads", c[:32, :32], 2 * a[:32, :32].double().cpu(), tol=1e-6)
