@@ -1343,3 +1343,57 @@ def _each_program_its_own_tiles(linear_kernel) -> None:
         raise _Failed("right, but each program computes tiles that belong to other programs: with NUM_SMS "
                       "programs, program pid takes only the tile ids of persistent_tile_range (pid, pid + NUM_SMS, "
                       "...), with NUM_SMS given to GemmContext")
+
+
+# --- 08: an epilogue ----------------------------------------------------------------------------------
+
+
+@_exercise("gelu", "Write the body of gelu above: the tanh approximation of GELU for a float32 tile x")
+def check_gelu(gelu) -> str:
+    """Check a ``@triton.jit`` function ``gelu(x)``, the tanh approximation of GELU, on values from -12 to 12
+    (each, in a kernel), then as the epilogue of ``epilogues.fused_linear_kernel``."""
+    from course import epilogues
+
+    _jit_function("gelu", gelu, ("x",))
+    x = torch.linspace(-12, 12, 481, device=runtime.DEVICE)
+    try:
+        got = epilogues.apply(gelu, x).cpu().double()
+    except Exception as err:
+        raise _user_error("applied to a tile, your gelu", err) from None
+    xs = x.cpu().double()
+    want = torch.nn.functional.gelu(xs, approximate="tanh")
+
+    def close(a, b, tol=1e-5):
+        return bool(torch.linalg.vector_norm(a - b) <= tol * torch.linalg.vector_norm(b))
+
+    bad = ~torch.isfinite(got)
+    if bad.any():
+        at = float(xs[bad][0])
+        raise _Failed(f"gelu({at:g}) is {float(got[bad][0])}: for large |x| an exp overflowed to inf (inf / inf is "
+                      "nan). Compute tanh from exp(-2 |u|), which stays between 0 and 1, and put the sign back")
+    if not close(got, want):
+        if close(got, xs):
+            raise _Failed("gelu returned its input unchanged: the epilogue must transform the tile")
+        if close(got, 2 * want):
+            raise _Failed("gelu is twice too large: GELU has a factor 0.5 in front")
+        if close(got, torch.nn.functional.gelu(xs), tol=1e-3):
+            raise _Failed("this is the exact GELU, with erf; write the tanh approximation, "
+                          "0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))")
+        if close(got, 0.5 * xs * (1 + torch.tanh(0.7978845608028654 * xs)), tol=1e-3):
+            raise _Failed("the cubic term is missing: tanh's argument is sqrt(2 / pi) (x + 0.044715 x^3)")
+        worst = int(torch.argmax((got - want).abs()))
+        raise _Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}, GELU's tanh approximation gives "
+                      f"{float(want[worst]):.6g}")
+    torch.manual_seed(0)
+    a = torch.randn(50, 70, device=runtime.DEVICE, dtype=torch.float16)
+    w = torch.randn(40, 70, device=runtime.DEVICE, dtype=torch.float16)
+    bias = torch.randn(40, device=runtime.DEVICE)
+    try:
+        y = epilogues.linear(a, w, bias, activation=gelu, out_dtype=torch.float32, num_programs=3, block_m=32,
+                             block_n=32, block_k=32, num_warps=4, num_stages=2)
+    except Exception as err:
+        raise _user_error("as the epilogue of fused_linear_kernel, your gelu", err) from None
+    if not close(y.cpu().double(), epilogues.reference(a, w, bias, "gelu"), tol=1e-4):
+        raise _Failed("right value by value, but wrong as an epilogue: gelu must work on a whole tile at once "
+                      "(tl functions, no Python math on single values)")
+    return "right from -12 to 12 and as the epilogue of a fused linear layer"

@@ -101,6 +101,10 @@ def linear_kernel(A, W, C, M, N, K, stride_am, stride_ak, stride_wn, stride_wk, 
         tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)
 
 
+# --- 08 · gelu: the course's own epilogue is the reference ----------------------------------------------
+
+from course.epilogues import stable_tanh, gelu  # noqa: E402, F401
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -114,6 +118,7 @@ EXERCISES = {
     "persistent_loop": (("persistent_matmul_kernel",),
                         "exercises.check_persistent_loop(persistent_matmul_kernel)"),
     "linear": (("linear_kernel",), "exercises.check_linear(linear_kernel)"),
+    "gelu": (("stable_tanh", "gelu"), "exercises.check_gelu(gelu)"),
 }
 
 

@@ -599,6 +599,31 @@ def test_linear_reference_and_wrong_answers(tmp_path):
     assert stages.GemmContext  # the variants import the stages themselves
 
 
+# --- 08: gelu -----------------------------------------------------------------------------------------
+
+_GELU = "return 0.5 * x * (1.0 + stable_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"
+GELU_WRONG = {  # label: (edits of epilogues.gelu, words its message must contain)
+    "identity": ([(_GELU, "return x")], "unchanged"),
+    "no 0.5": ([(_GELU, _GELU.replace("0.5 * x", "x"))], "factor 0.5"),
+    "exact erf": ([(_GELU, "return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))")], "exact GELU"),
+    "no cubic term": ([(_GELU, "return 0.5 * x * (1.0 + stable_tanh(0.7978845608028654 * x))")], "cubic term"),
+    "overflowing tanh": ([(_GELU, "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)\n    e = tl.exp(2.0 * u)\n"
+                                  "    return 0.5 * x * (1.0 + (e - 1.0) / (e + 1.0))")], "overflowed"),
+    "a sign": ([(_GELU, _GELU.replace("1.0 + stable", "1.0 - stable"))], "tanh approximation gives"),
+    "wrong signature": ([("def gelu(x):", "def gelu(x, y):")], "keep the signature"),
+}
+
+
+def test_gelu_reference_and_wrong_answers(tmp_path):
+    from course import epilogues
+
+    assert quiet(exercises.check_gelu, solutions.gelu).passed
+    table = {label: (_variant(tmp_path, f"gelu_{i}", (epilogues.stable_tanh, epilogues.gelu), *edits), words)
+             for i, (label, (edits, words)) in enumerate(GELU_WRONG.items())}
+    table["no @triton.jit"] = (lambda x: x, "did you forget @triton.jit")
+    _assert_wrong_answers_named(exercises.check_gelu, table)
+
+
 _REFUSED = '''
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget

@@ -1,0 +1,71 @@
+"""Tests of course.epilogues (notebook 08): the fused linear layer's epilogue (scale, bias, activation)
+against float64, int8 quantization, and the errors for bad input."""
+
+import pytest
+import torch
+
+import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
+from course import epilogues
+from course.check import check
+from course.runtime import DEVICE, pick
+
+SMALL = pick(cpu=dict(num_programs=3, block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2), gpu={})
+ACTIVATIONS = {None: None, "relu": epilogues.relu, "silu": epilogues.silu, "gelu": epilogues.gelu}
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS), ids=str)
+@pytest.mark.parametrize("M,N,K", [(50, 40, 70), (1, 1, 1), pick(cpu=(33, 65, 64), gpu=(1000, 1000, 520))])
+def test_float_linear_with_each_activation(M, N, K, activation):
+    x = 4 * torch.randn(M, K, device=DEVICE, dtype=torch.float16)  # large values: the activations' tails
+    w = torch.randn(N, K, device=DEVICE, dtype=torch.float16)
+    bias = torch.randn(N, device=DEVICE)
+    y = epilogues.linear(x, w, bias, activation=ACTIVATIONS[activation], **SMALL)
+    check(f"{activation} {M}x{N}x{K}", y, epilogues.reference(x, w, bias, activation))
+
+
+def test_strided_inputs_and_no_bias():
+    x = torch.randn(70, 50, device=DEVICE, dtype=torch.float16).T  # (50, 70), column-major
+    w = torch.randn(40, 140, device=DEVICE, dtype=torch.float16)[:, ::2]  # (40, 70), every other column
+    check("strided", epilogues.linear(x, w, **SMALL), epilogues.reference(x, w))
+
+
+@pytest.mark.parametrize("activation", [None, "silu"], ids=str)
+def test_int8_linear_scales_then_bias_then_activation(activation):
+    torch.manual_seed(0)
+    x, w = torch.randn(48, 256, device=DEVICE), torch.randn(40, 256, device=DEVICE)
+    (xq, xs), (wq, ws) = epilogues.quantize(x), epilogues.quantize(w)
+    bias = torch.randn(40, device=DEVICE)
+    blocks = dict(SMALL, block_k=pick(cpu=32, gpu=128))
+    y = epilogues.linear(xq, wq, bias, activation=ACTIVATIONS[activation], a_scale=xs, w_scale=ws, **blocks)
+    check(f"int8 {activation}", y, epilogues.reference(xq, wq, bias, activation, xs, ws), tol=1e-5)
+
+
+def test_quantize_rows():
+    t = torch.tensor([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5], [127.0, 1.0, -127.0]])
+    q, scale = epilogues.quantize(t)
+    assert q.dtype == torch.int8 and scale.dtype == torch.float32
+    assert torch.allclose(scale, torch.tensor([1.0, 2.0 / 127, 1.0]))
+    assert q[0].tolist() == [0, 0, 0] and q[1].tolist() == [64, -127, 32] and q[2].tolist() == [127, 1, -127]
+    big = torch.randn(64, 512)
+    q, scale = epilogues.quantize(big)
+    assert (q.abs() <= 127).all() and ((q.float() * scale[:, None] - big).abs() <= scale[:, None] / 2 + 1e-6).all()
+
+
+def test_apply_evaluates_a_function_on_every_element():
+    x = torch.linspace(-30, 30, 301, device=DEVICE)
+    check("silu", epilogues.apply(epilogues.silu, x), torch.nn.functional.silu(x.double().cpu()), tol=1e-6)
+    check("gelu", epilogues.apply(epilogues.gelu, x), torch.nn.functional.gelu(x.double().cpu(), approximate="tanh"),
+          tol=1e-6)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda x, w: epilogues.linear(x, w[:, :5]), "w must be \\(N, K\\)"),
+    (lambda x, w: epilogues.linear(x, w.float()), "share a dtype"),
+    (lambda x, w: epilogues.linear(x.to(torch.int8), w.to(torch.int8)), "need a_scale"),
+    (lambda x, w: epilogues.linear(x, w, activation=torch.relu), "@triton.jit function"),
+    (lambda x, w: epilogues.quantize(x[0]), "2-D floating-point"),
+])
+def test_bad_input_is_named(call, message):
+    x, w = torch.randn(4, 8, device=DEVICE, dtype=torch.float16), torch.randn(3, 8, device=DEVICE, dtype=torch.float16)
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(x, w)
