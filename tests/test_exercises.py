@@ -610,6 +610,14 @@ GELU_WRONG = {  # label: (edits of epilogues.gelu, words its message must contai
     "overflowing tanh": ([(_GELU, "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)\n    e = tl.exp(2.0 * u)\n"
                                   "    return 0.5 * x * (1.0 + (e - 1.0) / (e + 1.0))")], "overflowed"),
     "a sign": ([(_GELU, _GELU.replace("1.0 + stable", "1.0 - stable"))], "tanh approximation gives"),
+    "float16": ([(_GELU, "return (" + _GELU[len("return "):] + ").to(tl.float16)")], "rounded to 16 bits"),
+    "a constant": ([(_GELU, _GELU.replace("0.044715", "0.05"))], "check the constants"),
+    "overflow past 12": ([(_GELU, "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)\n"
+                                  "    e, f = tl.exp(u), tl.exp(-u)\n    return 0.5 * x * (1.0 + (e - f) / (e + f))")],
+                         "overflowed"),
+    "math.tanh": ([(_GELU, "return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"),
+                   ("@triton.jit\ndef stable_tanh", "import math\n\n\n@triton.jit\ndef stable_tanh")],
+                  "tl functions"),
     "wrong signature": ([("def gelu(x):", "def gelu(x, y):")], "keep the signature"),
 }
 
@@ -621,7 +629,7 @@ def test_gelu_reference_and_wrong_answers(tmp_path):
     table = {label: (_variant(tmp_path, f"gelu_{i}", (epilogues.stable_tanh, epilogues.gelu), *edits), words)
              for i, (label, (edits, words)) in enumerate(GELU_WRONG.items())}
     table["no @triton.jit"] = (lambda x: x, "did you forget @triton.jit")
-    _assert_wrong_answers_named(exercises.check_gelu, table)
+    _assert_wrong_answers_named(exercises.check_gelu, table, same_mistake=("overflowing tanh", "overflow past 12"))
 
 
 _REFUSED = '''
