@@ -1415,3 +1415,48 @@ def check_gelu(gelu) -> str:
         raise _Failed("right value by value, but wrong as an epilogue: gelu must work on a whole tile at once "
                       "(tl functions, no Python math on single values)")
     return "right from -10^4 to 10^4 and as the epilogue of a fused linear layer"
+
+
+# --- 09: a program's share of the Stream-K iterations -----------------------------------------------
+
+# (num_pid_m, num_pid_n, iters per tile, programs, Stream-K tiles): an even split, a remainder, fewer
+# iterations than programs
+_SPAN_CASES = [(6, 5, 8, 4, 6), (2, 3, 7, 4, 6), (3, 3, 3, 8, 1)]
+
+
+@_exercise("streamk_span", "Write the body of span above: program pid's (start, end) of the total iterations")
+def check_streamk_span(span) -> str:
+    """Check a ``@triton.jit`` function ``span(pid, total, sharers) -> (start, end)``: run in place of
+    ``ScheduleContext.iter_range`` (``streamk.assignment``), the ranges must cover every shared
+    iteration once, lie in program order and differ in length by at most one."""
+    from course import plots, streamk
+
+    _jit_function("span", span, ("pid", "total", "sharers"))
+    for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES:
+        total = shared * iters
+        case = f"{total} iterations ({shared} tiles of {iters}) over {programs} programs"
+        try:
+            log = streamk.assignment(num_pid_m, num_pid_n, iters, num_programs=programs, streamk_tiles=shared,
+                                     span=span)
+        except Exception as err:
+            raise _user_error(f"on {case}, your span", err) from None
+        picture = lambda: plots.streamk_map(log, title=f"yours: {case}")  # noqa: E731
+        owner, count = log["owner"][-shared:].flatten(), log["count"][-shared:].flatten()
+        if log["outside"]:
+            raise _Failed(f"on {case}: ranges run past the last iteration ({_count(log['outside'], 'iteration')} "
+                          "outside): no end may pass total", picture())
+        never, twice = int((count == 0).sum()), int((count > 1).sum())
+        if never or twice:
+            why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
+                   "to some of the programs" if not twice else
+                   "ranges overlap: each program's range must start where the previous one's ends")
+            raise _Failed(f"on {case}: {_count(twice, 'iteration')} computed more than once and {never} never: {why}",
+                          picture())
+        if (owner[1:] < owner[:-1]).any():
+            raise _Failed(f"on {case}: every iteration is taken once, but not in program order: program 0's range "
+                          "comes first, then program 1's, and so on", picture())
+        sizes = torch.bincount(owner.long(), minlength=programs)
+        if int(sizes.max() - sizes.min()) > 1:
+            raise _Failed(f"on {case}: the ranges hold {sizes.tolist()} iterations: split as evenly as possible, "
+                          "lengths differing by at most one (the slowest program sets the time)", picture())
+    return f"right on {len(_SPAN_CASES)} splits: even, with a remainder, and fewer iterations than programs"

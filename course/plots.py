@@ -389,3 +389,54 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = ""):
     if title:
         fig.suptitle(title)
     return fig
+
+
+def streamk_map(log: dict, *, title: str = ""):
+    """Every (tile, K-iteration) of a Stream-K schedule (``course.streamk.assignment``), coloured by the
+    program that computed it: whole tiles above the dashed line, the shared ones below; white where no
+    program did, a cross where several did."""
+    import torch
+
+    owner, count = torch.as_tensor(log["owner"]).cpu(), torch.as_tensor(log["count"]).cpu()
+    tiles, iters = owner.shape
+    cmap = plt.get_cmap("tab10" if log["num_programs"] <= 10 else "tab20")
+    colours = np.ones((tiles, iters, 4))
+    done = (count > 0).numpy()
+    colours[done] = cmap(owner.numpy()[done] % cmap.N)
+    fig, ax = plt.subplots(figsize=(min(2 + 0.35 * iters, 9), min(1 + 0.22 * tiles, 9)), layout="constrained")
+    ax.imshow(colours, interpolation="nearest", aspect="auto")
+    for t, k in torch.nonzero(count > 1).tolist():
+        ax.text(k, t, "x", ha="center", va="center", fontsize=8, fontweight="bold")
+    shared_from = tiles - log["streamk_tiles"]
+    if 0 < shared_from < tiles:
+        ax.axhline(shared_from - 0.5, color="black", ls="--", lw=1)
+    ax.set_xlabel("K-iteration of the tile")
+    ax.set_ylabel("tile id (grouped order)")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=cmap(p % cmap.N), label=f"program {p}") for p in range(log["num_programs"])][:20],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or "which program computes each K-iteration", fontsize=10)
+    return fig
+
+
+def timeline(spans: dict, *, title: str = ""):
+    """One row per program (``course.streamk.program_spans``): its pieces in the order it runs them,
+    each as long as its K-iterations (a model: every iteration takes the same time), labelled with
+    the tile id and coloured by tile."""
+    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.45 * len(spans)), layout="constrained")
+    cmap = plt.get_cmap("tab20")
+    for row, (program, pieces) in enumerate(spans.items()):
+        t = 0
+        for tile, k_begin, k_end in pieces:
+            width = k_end - k_begin
+            ax.barh(row, width, left=t, color=cmap(tile % 20), edgecolor="white")
+            ax.text(t + width / 2, row, f"{tile}" + ("" if width > 2 else ""), ha="center", va="center", fontsize=7)
+            t += width
+    ax.set_yticks(range(len(spans)), [f"program {p}" for p in spans])
+    ax.invert_yaxis()
+    ax.set_xlabel("time, in K-iterations (each labelled with its tile id)")
+    ax.set_title(title or "what each program runs, in order", fontsize=10)
+    return fig

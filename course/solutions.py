@@ -105,6 +105,17 @@ def linear_kernel(A, W, C, M, N, K, stride_am, stride_ak, stride_wn, stride_wk, 
 
 from course.epilogues import stable_tanh, gelu  # noqa: E402, F401
 
+# --- 09 · streamk_span ---------------------------------------------------------------------------------
+
+@triton.jit
+def span(pid, total, sharers):
+    base = total // sharers
+    extra = total % sharers  # the first `extra` programs take one iteration more
+    start = pid * base + tl.minimum(pid, extra)
+    end = start + base + (pid < extra).to(tl.int32)
+    return start, end
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -119,6 +130,7 @@ EXERCISES = {
                         "exercises.check_persistent_loop(persistent_matmul_kernel)"),
     "linear": (("linear_kernel",), "exercises.check_linear(linear_kernel)"),
     "gelu": (("stable_tanh", "gelu"), "exercises.check_gelu(gelu)"),
+    "streamk_span": (("span",), "exercises.check_streamk_span(span)"),
 }
 
 

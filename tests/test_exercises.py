@@ -632,6 +632,30 @@ def test_gelu_reference_and_wrong_answers(tmp_path):
     _assert_wrong_answers_named(exercises.check_gelu, table, same_mistake=("overflowing tanh", "overflow past 12"))
 
 
+# --- 09: a program's Stream-K span -------------------------------------------------------------------
+
+_START = "start = pid * base + tl.minimum(pid, extra)"
+_END = "end = start + base + (pid < extra).to(tl.int32)"
+SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contain)
+    "no remainder": ([(_START, "start = pid * base"), (_END, "end = start + base")], "left over"),
+    "one more for all": ([(_END, "end = start + base + 1")], "past the last iteration"),
+    "ceil division": ([("base = total // sharers", "base = (total + sharers - 1) // sharers"),
+                       (_START, "start = tl.minimum(pid * base, total)"),
+                       (_END, "end = tl.minimum(start + base, total)")], "as evenly as possible"),
+    "reversed": ([(_START, "start = (sharers - 1 - pid) * base + tl.minimum(sharers - 1 - pid, extra)"),
+                  (_END, "end = start + base + (sharers - 1 - pid < extra).to(tl.int32)")], "program order"),
+    "overlap": ([(_START, "start = pid * base")], "overlap"),
+    "wrong signature": ([("def span(pid, total, sharers):", "def span(pid, total):")], "keep the signature"),
+}
+
+
+def test_streamk_span_reference_and_wrong_answers(tmp_path):
+    assert quiet(exercises.check_streamk_span, solutions.span).passed
+    table = {label: (_variant(tmp_path, f"span_{i}", solutions.span, *edits), words)
+             for i, (label, (edits, words)) in enumerate(SPAN_WRONG.items())}
+    _assert_wrong_answers_named(exercises.check_streamk_span, table)
+
+
 _REFUSED = '''
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
