@@ -230,7 +230,7 @@ _ERROR_HINTS = [
     ("Cannot make_shape_compatible", "two blocks of different shapes meet: a 2-D block needs 2-D offsets and a "
                                      "2-D mask, e.g. (rows[:, None] < M) & (cols[None, :] < N)"),
     ("is not iterable", "a function that should return two values returned one: return both, e.g. "
-                        "return pid_m, pid_n"),
+                        "return pid_m, pid_n (or start, end)"),
     ("cannot unpack non-iterable NoneType", "a function returned nothing: end it with return (two values here)"),
     ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
     ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
@@ -1432,6 +1432,13 @@ def check_streamk_span(span) -> str:
     from course import plots, streamk
 
     _jit_function("span", span, ("pid", "total", "sharers"))
+    try:
+        floats = streamk.span_returns_floats(span)
+    except Exception as err:
+        raise _user_error("your span", err) from None
+    if any(floats):
+        raise _Failed("span returns floats: ranges of iterations are counted in whole numbers, and a GPU refuses "
+                      "float loop bounds; divide with // (integer division)")
     for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES:
         total = shared * iters
         case = f"{total} iterations ({shared} tiles of {iters}) over {programs} programs"
@@ -1443,13 +1450,21 @@ def check_streamk_span(span) -> str:
         picture = lambda: plots.streamk_map(log, title=f"yours: {case}")  # noqa: E731
         owner, count = log["owner"][-shared:].flatten(), log["count"][-shared:].flatten()
         if log["outside"]:
-            raise _Failed(f"on {case}: ranges run past the last iteration ({_count(log['outside'], 'iteration')} "
-                          "outside): no end may pass total", picture())
+            raise _Failed(f"on {case}: ranges run outside the iterations ({_count(log['outside'], 'iteration')} "
+                          "below 0 or from total on): they must stay within 0 .. total - 1", picture())
         never, twice = int((count == 0).sum()), int((count > 1).sum())
         if never or twice:
-            why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
-                   "to some of the programs" if not twice else
-                   "ranges overlap: each program's range must start where the previous one's ends")
+            sizes = torch.bincount(owner[count > 0].long(), minlength=programs)
+            if twice:
+                why = "ranges overlap: each program's range must start where the previous one's ends"
+            elif total % programs and int(sizes.sum()) == (total // programs) * programs:
+                why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
+                       "to some of the programs")
+            else:
+                why = ("some ranges are empty or cut short: each one starts where the previous one ends, and "
+                       "together they run from 0 to total")
+            raise _Failed(f"on {case}: {_count(twice, 'iteration')} computed more than once and {never} never: {why}",
+                          picture())
             raise _Failed(f"on {case}: {_count(twice, 'iteration')} computed more than once and {never} never: {why}",
                           picture())
         if (owner[1:] < owner[:-1]).any():

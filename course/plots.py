@@ -416,8 +416,10 @@ def streamk_map(log: dict, *, title: str = ""):
     ax.xaxis.get_major_locator().set_params(integer=True)
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=cmap(p % cmap.N), label=f"program {p}") for p in range(log["num_programs"])][:20],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    handles = [Patch(color=cmap(p % cmap.N), label=f"program {p}") for p in range(log["num_programs"])][:20]
+    if (count == 0).any():
+        handles.append(Patch(facecolor="white", edgecolor="gray", label="never computed"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title or "which program computes each K-iteration", fontsize=10)
     return fig
 

@@ -104,3 +104,21 @@ def program_spans(log: dict) -> dict:
         shared = [piece for piece in pieces if piece[0] >= first_shared]
         spans[p] = whole + shared[::-1]
     return spans
+
+
+@triton.jit
+def _span_kinds_kernel(out_ptr, total, sharers, SPAN: tl.constexpr):
+    start, end = SPAN(tl.program_id(0), total, sharers)
+    zero = tl.zeros([1], dtype=tl.int32)
+    if (start + zero).dtype.is_floating():  # an int32 block plus a float is a float
+        tl.store(out_ptr + tl.arange(0, 1), 1 + zero)
+    if (end + zero).dtype.is_floating():
+        tl.store(out_ptr + 1 + tl.arange(0, 1), 1 + zero)
+
+
+def span_returns_floats(span) -> tuple:
+    """``(start is a float, end is a float)`` for a span function, run once in a kernel: loop bounds must be
+    integers when compiled (the interpreter lets floats through)."""
+    out = torch.zeros(2, dtype=torch.int32, device=runtime.DEVICE)
+    _span_kinds_kernel[(1,)](out, 10, 3, SPAN=span)
+    return tuple(bool(v) for v in out.cpu().tolist())

@@ -638,13 +638,16 @@ _START = "start = pid * base + tl.minimum(pid, extra)"
 _END = "end = start + base + (pid < extra).to(tl.int32)"
 SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contain)
     "no remainder": ([(_START, "start = pid * base"), (_END, "end = start + base")], "left over"),
-    "one more for all": ([(_END, "end = start + base + 1")], "past the last iteration"),
+    "one more for all": ([(_END, "end = start + base + 1")], "outside the iterations"),
     "ceil division": ([("base = total // sharers", "base = (total + sharers - 1) // sharers"),
                        (_START, "start = tl.minimum(pid * base, total)"),
                        (_END, "end = tl.minimum(start + base, total)")], "as evenly as possible"),
     "reversed": ([(_START, "start = (sharers - 1 - pid) * base + tl.minimum(sharers - 1 - pid, extra)"),
                   (_END, "end = start + base + (sharers - 1 - pid < extra).to(tl.int32)")], "program order"),
     "overlap": ([(_START, "start = pid * base")], "overlap"),
+    "float division": ([("base = total // sharers", "base = total / sharers")], "returns floats"),
+    "empty ranges": ([(_END, "end = tl.where(pid == 1, start, start + base + (pid < extra).to(tl.int32))")],
+                     "empty or cut short"),
     "wrong signature": ([("def span(pid, total, sharers):", "def span(pid, total):")], "keep the signature"),
 }
 
