@@ -371,7 +371,8 @@ def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scal
     if work is not c:
         c.copy_(work)
     elif key is not None and as_given and not runtime.INTERPRET and not (copy_a or copy_b):
-        _cached(_ROUTES, key, lambda: _again(route, M, N, out_dtype))
+        operands = (out, a, b, bias, scales.get("a_scale"), scales.get("b_scale"))
+        _cached(_ROUTES, key, lambda: _again(route, M, N, out_dtype, operands))
     return c
 
 
@@ -393,17 +394,18 @@ def _call_key(tensors, options) -> "tuple | None":
         return None
 
 
-def _again(route, M, N, out_dtype):
+def _again(route, M, N, out_dtype, operands):
     """The call that ``route`` launches, for operands with the same ``_call_key``: only what depends
-    on addresses is done again (the output, the overlap check, descriptors, the launch)."""
+    on addresses is done again (the output, the overlap check, descriptors, the launch).
+    ``operands``: ``(out, a, b, bias, a_scale, b_scale)`` of the call that made the route; later
+    calls' tensors are laid out as these."""
     extents = {}  # bytes from an operand's first element to past its last, per position in the call
+    for name, t in zip(_NAMES, operands):
+        if t is not None:
+            first, last = span(t)
+            extents[name] = last - first
 
     def overlap_checked(out, a, b, bias, a_scale, b_scale):
-        if not extents:
-            for name, t in zip(_NAMES, (out, a, b, bias, a_scale, b_scale)):
-                if t is not None and t.numel():
-                    first, last = span(t)
-                    extents[name] = last - first
         o_first = out.data_ptr()
         o_last = o_first + extents["out"]
         for name, t in zip(_NAMES[1:], (a, b, bias, a_scale, b_scale)):

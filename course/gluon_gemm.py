@@ -353,7 +353,8 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: t
 
     x, y = operands(a, b)
     names = ("x", "y", "c") + (("y2", "c2") if extra else ())
-    templates = {name: rebased(_descriptor({"x": x, "y": y, "y2": y, "c": c, "c2": c}[name], *blocks[name]), None)
+    tensors = {"x": x, "y": y, "y2": y, "c": c, "c2": c}
+    templates = {name: rebased(_descriptor(tensors[name], *blocks[name]), None)
                  for name in names}  # built once, rebased on each call
 
     def launch(a, b, c, bias):

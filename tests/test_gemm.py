@@ -454,6 +454,21 @@ def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
             matmul(a, b, mode=mode, out=out)
 
 
+def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
+    # gemm._again replays a recorded route (compiled only); its overlap check runs here without a GPU
+    launched = []
+    M, N, K = 8, 6, 16
+    a, b, out = _randn(M, K), _randn(K, N), _randn(M, N)
+    call = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, None, None, None))
+    fresh = _randn(M, N)
+    assert call(a, b, None, fresh) is fresh and len(launched) == 1
+    buf = _randn(M * K + M * N)
+    with pytest.raises(ValueError, match="out and a share memory"):
+        call(buf[:M * K].view(M, K), b, None, buf[16:16 + M * N].view(M, N))
+    assert len(launched) == 1, "refused before launching"
+    assert call(a, b, None, None).shape == (M, N) and len(launched) == 2
+
+
 @gpu
 @pytest.mark.gpu
 def test_autotune_picks_a_config_that_is_right():
