@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from course.persistent import num_sms
+from course.persistent import programs
 from course.stages import (GemmContext, ScheduleContext, make_bias_view, make_output_view, make_scale_view,
                            make_tensor_view)
 
@@ -99,13 +99,13 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *
     if not (M and N):
         return out
     block_k = block_k or (128 if quantized else 64)
-    programs = num_programs or num_sms()
+    count = programs("linear", num_programs)
     dummy = out  # for the absent bias and scales
-    fused_linear_kernel[(programs,)](
+    fused_linear_kernel[(count,)](
         x, w, out, dummy if bias is None else bias, dummy if a_scale is None else a_scale,
         dummy if w_scale is None else w_scale, M, N, K, *x.stride(), *w.stride(), *out.stride(),
         1 if bias is None else bias.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        NUM_SMS=programs, EVEN_K=K % block_k == 0, HAS_BIAS=bias is not None, QUANTIZED=quantized,
+        NUM_SMS=count, EVEN_K=K % block_k == 0, HAS_BIAS=bias is not None, QUANTIZED=quantized,
         ACTIVATION=activation, num_warps=num_warps, num_stages=num_stages)
     return out
 

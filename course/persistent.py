@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from course import runtime
+from course.gemm_config import sm_count
 from course.stages import chiplet_transform, chiplet_transform_chunked
 from course.tiled import grouped_tile, matmul_tile, prepare
 
@@ -55,12 +56,14 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, log_ptr, M, N, K, stride_am, s
             log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)
 
 
-def num_sms() -> int:
-    """Programs of a persistent launch by default: the SM count on a GPU, 4 under the interpreter
-    (enough for every program to take several tiles of a small problem)."""
-    if runtime.INTERPRET:
-        return 4
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+def programs(where: str, num_programs: int | None) -> int:
+    """The programs of a persistent launch: ``num_programs``, or one per SM (``gemm_config.sm_count``:
+    4 under the interpreter) for None; anything but an int >= 1 is refused, naming ``where``."""
+    if num_programs is None:
+        return sm_count()
+    if isinstance(num_programs, bool) or not isinstance(num_programs, int) or num_programs < 1:
+        raise ValueError(f"{where}: num_programs={num_programs!r} must be an int >= 1 (or None: the SMs)")
+    return num_programs
 
 
 def launch(kernel, a, b, c, log=None, *, num_programs: int | None = None, group_m: int = 8, block_m: int = 128,
@@ -69,10 +72,10 @@ def launch(kernel, a, b, c, log=None, *, num_programs: int | None = None, group_
     ``c = a @ b``; with a ``log`` (int32, 3 x the tiles of C, zeros) it records each tile's work."""
     M, K = a.shape
     N = b.shape[1]
-    programs = num_programs or num_sms()
-    kernel[(programs,)](a, b, c, c if log is None else log, M, N, K, *a.stride(), *b.stride(), *c.stride(),
-                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, NUM_PROGRAMS=programs,
-                        LOG=log is not None, num_warps=num_warps, num_stages=num_stages)
+    count = programs("persistent.launch", num_programs)
+    kernel[(count,)](a, b, c, c if log is None else log, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                     BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, NUM_PROGRAMS=count,
+                     LOG=log is not None, num_warps=num_warps, num_stages=num_stages)
 
 
 def persistent_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
@@ -80,12 +83,10 @@ def persistent_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None
                       block_k: int = 64, num_warps: int = 8, num_stages: int = 4) -> torch.Tensor:
     """``a @ b`` by :func:`persistent_matmul_kernel` on ``num_programs`` programs (default: one per
     SM). The default blocks are ``tiled.grouped_matmul``'s, so the two differ only in the loop."""
-    if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
-                                     or num_programs < 1):
-        raise ValueError(f"persistent_matmul: num_programs={num_programs!r} must be an int >= 1 (or None: the SMs)")
+    count = programs("persistent_matmul", num_programs)
     out, work = prepare("persistent_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     if work:
-        launch(persistent_matmul_kernel, a, b, out, num_programs=num_programs, group_m=group_m, block_m=block_m,
+        launch(persistent_matmul_kernel, a, b, out, num_programs=count, group_m=group_m, block_m=block_m,
                block_n=block_n, block_k=block_k, num_warps=num_warps, num_stages=num_stages)
     return out
 

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from course import runtime
-from course.persistent import num_sms
+from course.persistent import programs
 from course.stages import GemmContext, ScheduleContext, Tile, make_output_view, make_tensor_view
 from course.tiled import prepare
 
@@ -41,18 +41,15 @@ def stages_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = N
                   num_programs: int | None = None, group_m: int = 8, block_m: int = 128, block_n: int = 128,
                   block_k: int = 64, num_warps: int = 8, num_stages: int = 4) -> torch.Tensor:
     """``a @ b`` by :func:`stages_persistent_kernel`, with ``persistent.persistent_matmul``'s defaults."""
-    if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
-                                     or num_programs < 1):
-        raise ValueError(f"stages_matmul: num_programs={num_programs!r} must be an int >= 1 (or None: the SMs)")
+    count = programs("stages_matmul", num_programs)
     out, work = prepare("stages_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     if work:
         M, K = a.shape
         N = b.shape[1]
-        programs = num_programs or num_sms()
-        stages_persistent_kernel[(programs,)](a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride(),
-                                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
-                                              NUM_PROGRAMS=programs, EVEN_K=K % block_k == 0, num_warps=num_warps,
-                                              num_stages=num_stages)
+        stages_persistent_kernel[(count,)](a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride(),
+                                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+                                           NUM_PROGRAMS=count, EVEN_K=K % block_k == 0, num_warps=num_warps,
+                                           num_stages=num_stages)
     return out
 
 
@@ -108,7 +105,7 @@ def launch_linear(kernel, a, w, c, *, num_programs: int | None = None, block_m: 
     ``c = a @ w.T`` with ``w`` of shape (N, K), as ``torch.nn.Linear`` keeps its weight."""
     M, K = a.shape
     N = w.shape[0]
-    programs = num_programs or num_sms()
-    kernel[(programs,)](a, w, c, M, N, K, *a.stride(), *w.stride(), *c.stride(), BLOCK_M=block_m, BLOCK_N=block_n,
-                        BLOCK_K=block_k, NUM_SMS=programs, EVEN_K=K % block_k == 0, num_warps=num_warps,
+    count = programs("launch_linear", num_programs)
+    kernel[(count,)](a, w, c, M, N, K, *a.stride(), *w.stride(), *c.stride(), BLOCK_M=block_m, BLOCK_N=block_n,
+                     BLOCK_K=block_k, NUM_SMS=count, EVEN_K=K % block_k == 0, num_warps=num_warps,
                         num_stages=num_stages)
