@@ -23,18 +23,6 @@ from course.stages import GemmContext, ScheduleContext
 
 
 @triton.jit
-def stages_span(pid, total, sharers):
-    """The share of program ``pid`` among ``sharers`` programs of ``total`` iterations, as
-    ``ScheduleContext.iter_range`` computes it: ``(start, end)``, contiguous, in program order, the
-    first ``total % sharers`` programs one iteration longer."""
-    base = total // sharers
-    extra = total % sharers
-    start = tl.minimum(pid * base + tl.minimum(pid, extra), total)
-    end = tl.minimum(start + base + (pid < extra).to(tl.int32), total)
-    return start, end
-
-
-@triton.jit
 def _assignment_kernel(owner_ptr, count_ptr, M, N, K, BLOCK: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
                        GROUP_M: tl.constexpr, STREAMK_TILES: tl.constexpr, SPAN: tl.constexpr):
     pid = tl.program_id(0)
@@ -66,7 +54,7 @@ def assignment(num_pid_m: int, num_pid_n: int, iters_per_tile: int, *, num_progr
     ``"owner"`` and ``"count"``, ``(tiles, iters_per_tile)`` int tensors indexed by tile id (the program
     that computed each iteration, the last one if several did; how often it was computed), and
     ``"outside"``, iterations a span gave that lie past the end. ``span``: a ``@triton.jit`` function
-    ``(pid, total, sharers) -> (start, end)`` in place of :func:`stages_span`."""
+    ``(pid, total, sharers) -> (start, end)`` in place of ``ScheduleContext.iter_range``."""
     if min(num_pid_m, num_pid_n, iters_per_tile, num_programs) < 1 or streamk_tiles < 0:
         raise ValueError("assignment: grid, iterations and programs must be >= 1, streamk_tiles >= 0")
     tiles = num_pid_m * num_pid_n
