@@ -24,6 +24,15 @@ from course.stages import (
 
 
 @triton.jit
+def _widened(stride, WIDEN: tl.constexpr):
+    # index * stride in int64 where the host set the stride's bit (never for a unit stride, which
+    # Triton passes as the constant 1)
+    if WIDEN:
+        stride = stride.to(tl.int64)
+    return stride
+
+
+@triton.jit
 def matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
                    M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
                    stride_sa, stride_sb,
@@ -40,25 +49,16 @@ def matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
     WIDE: a bit per stride (``gemm_layout.WIDE_BITS``) that the host widened to 64 bits, because the operand's
     element offsets reach 2^31 (``gemm_layout.wide_strides``); 0, the usual case, leaves every offset 32-bit.
     """
-    if WIDE:  # index * stride in int64 (never a unit stride: Triton passes those as the constant 1)
-        if WIDE & 1:
-            stride_am = stride_am.to(tl.int64)
-        if WIDE & 2:
-            stride_ak = stride_ak.to(tl.int64)
-        if WIDE & 4:
-            stride_bk = stride_bk.to(tl.int64)
-        if WIDE & 8:
-            stride_bn = stride_bn.to(tl.int64)
-        if WIDE & 16:
-            stride_cm = stride_cm.to(tl.int64)
-        if WIDE & 32:
-            stride_cn = stride_cn.to(tl.int64)
-        if WIDE & 64:
-            stride_sa = stride_sa.to(tl.int64)
-        if WIDE & 128:
-            stride_sb = stride_sb.to(tl.int64)
-        if WIDE & 256:
-            stride_bias = stride_bias.to(tl.int64)
+    # bit i of WIDE widens the i-th stride of gemm_layout.WIDE_BITS
+    stride_am = _widened(stride_am, WIDE & 1)
+    stride_ak = _widened(stride_ak, WIDE & 2)
+    stride_bk = _widened(stride_bk, WIDE & 4)
+    stride_bn = _widened(stride_bn, WIDE & 8)
+    stride_cm = _widened(stride_cm, WIDE & 16)
+    stride_cn = _widened(stride_cn, WIDE & 32)
+    stride_sa = _widened(stride_sa, WIDE & 64)
+    stride_sb = _widened(stride_sb, WIDE & 128)
+    stride_bias = _widened(stride_bias, WIDE & 256)
     if USE_TMA:  # A and B arrive as tensor descriptors built on the host (see host_descriptor)
         tensorA = DescriptorView(A, A_T)
         tensorB = DescriptorView(B, B_T)
