@@ -176,6 +176,9 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
     if len(args) != len(runtime_names):
         raise TypeError(f"build({fn.__name__}): the kernel takes {len(runtime_names)} run-time arguments "
                         f"({', '.join(runtime_names)}), got {len(args)}")
+    defaults = {p.name: p.default for p in jit.params
+                if p.name in constexpr_names and p.default is not inspect.Parameter.empty}
+    constexprs = {**defaults, **constexprs}
     missing = sorted(constexpr_names - set(constexprs))
     unknown = sorted(set(constexprs) - constexpr_names)
     if missing or unknown:

@@ -213,11 +213,12 @@ def _compile_refusal(what: str, err: BaseException) -> _Failed | None:
                    + _hint_for(reason))
 
 
+_MATH_ON_A_BLOCK = ("a Python function (math.*) got a whole block of values: inside a kernel use tl functions "
+                    "(tl.exp, tl.where, ...), which work element by element")
 # Errors whose own message does not say what to change: (text in the message, hint).
 _ERROR_HINTS = [
-    ("only length-1 arrays can be converted", "a Python function (math.*) got a whole block of values: inside a "
-                                              "kernel use tl functions (tl.exp, tl.where, ...), which work "
-                                              "element by element"),
+    ("only length-1 arrays can be converted", _MATH_ON_A_BLOCK),  # the interpreter's words
+    ("must be real number, not tensor", _MATH_ON_A_BLOCK),  # the compiler's
     ("object of type 'int' has no len()", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
@@ -272,7 +273,9 @@ def _jit_function(name: str, fn, params: tuple[str, ...], kind: str = "function"
         raise _Failed(f"{name} is a plain Python function: did you forget @triton.jit above its def?")
     if not (hasattr(fn, "fn") and hasattr(fn, "arg_names")):
         raise _Failed(f"got {type(fn).__name__}: pass the @triton.jit {kind} {name} itself (the check launches it)")
-    if tuple(fn.arg_names) != params:
+    given = inspect.signature(fn.fn).parameters.values()
+    required = tuple(p.name for p in given if p.default is inspect.Parameter.empty)
+    if required != params or tuple(fn.arg_names[:len(params)]) != params:  # extras need defaults, at the end
         raise _Failed(f"{name} must keep the signature it was given ({', '.join(params)})")
 
 

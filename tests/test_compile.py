@@ -63,6 +63,17 @@ def test_a_notebook_kernel_travels_as_source_and_uses_tensor_cores(notebook_kern
     assert a100.summary()["tensor-core mma (sm_80 style)"] > 0 and a100.summary()["tensor-core wgmma (Hopper)"] == 0
 
 
+def test_a_constexpr_with_a_default_may_be_left_out():
+    from course import persistent
+
+    x, log = torch.zeros(256, 256, dtype=torch.float16), torch.zeros(4, dtype=torch.int32)
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, NUM_PROGRAMS=4, LOG=False, num_warps=4)
+    sizes = (256, 256, 256, 256, 1, 256, 1, 256, 1)
+    plain = cc.build(persistent.persistent_matmul_kernel, x, x, x, log, *sizes, **blocks)  # FLATTEN=False
+    assert plain.text("ptx") == cc.build(persistent.persistent_matmul_kernel, x, x, x, log, *sizes, FLATTEN=False,
+                                         **blocks).text("ptx")
+
+
 def test_show_prints_matches_with_context(capsys):
     x = torch.zeros(64)
     h100 = cc.build(solutions.axpy_kernel, 2.0, x, x, x, 64, BLOCK_SIZE=64)

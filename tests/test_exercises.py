@@ -524,7 +524,7 @@ def test_wave_count_reference_and_wrong_answers():
 
 # --- 06: the persistent loop --------------------------------------------------------------------------
 
-_LOOP = "for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=True):"
+_LOOP = "for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):"
 _MAP = "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)"
 PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_kernel, words its message must contain)
     "no loop": ([(_LOOP, "for tile_id in tl.range(pid, pid + 1):")], "only its first tile"),
@@ -569,7 +569,7 @@ LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message 
     "strides swapped": ([(_VIEW_B, "tensorB = make_tensor_view(W, K, N, stride_wn, stride_wk)")],
                         "not A @ W.T"),
     "W, not W.T": ([(_VIEW_B, "tensorB = make_tensor_view(W, N, K, stride_wn, stride_wk)")], "not A @ W.T"),
-    "even_k left out": ([(", even_k=EVEN_K)", ")")], "pass even_k=False"),
+    "even_k left out": ([(", even_k=EVEN_K)", ")")], "even_k"),  # the interpreter's assertion, or the diagnosis
     "one tile per program": ([("for tile_id in range(start, total, stride):",
                                "for tile_id in range(start, start + 1):")], "never stored"),
     "nothing stored": ([("        tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)",

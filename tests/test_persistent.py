@@ -13,8 +13,12 @@ matplotlib.use("Agg")
 SMALL = pick(cpu=dict(block_m=32, block_n=32, block_k=32), gpu={})
 
 
-@pytest.mark.parametrize("matmul", [persistent.persistent_matmul, stages_kernels.stages_matmul],
-                         ids=["by hand (06)", "with the stages (07)"])
+def _flattened(a, b, **kwargs):
+    return persistent.persistent_matmul(a, b, flatten=True, **kwargs)
+
+
+@pytest.mark.parametrize("matmul", [persistent.persistent_matmul, _flattened, stages_kernels.stages_matmul],
+                         ids=["by hand (06)", "flatten=True (06)", "with the stages (07)"])
 @pytest.mark.parametrize("programs", [1, 3, None])
 @pytest.mark.parametrize("M,N,K", [(100, 37, 129), (70, 130, 64), (1, 1, 1),
                                    pick(cpu=(64, 96, 32), gpu=(1000, 1000, 520))])
