@@ -112,9 +112,9 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     esize = ELEMENT_SIZE[dtype]
     bk = {1: 128, 2: 64, 4: 32}[esize]
     sms = sm_count()
-    # Decode (M <= 64) streams B once. Where 128-wide tiles fill at least 60% of one wave, they beat
+    # Decode (M <= 64) streams B once. Where 128-wide tiles fill at least half of one wave, they beat
     # narrower ones, which leave no SM idle but read A's rows again for every 32 or 64 columns.
-    wide_decode = cdiv(N, 128) >= 0.6 * sms
+    wide_decode = cdiv(N, 128) >= 0.5 * sms
 
     def streaming(block_m, block_n, block_k, num_stages):
         # Pointer loads suit decode only where K is a multiple of the K step: the masked last step
@@ -147,10 +147,12 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
     if esize == 2 and _tail_pays(M, N, wide, sms):  # 128 x 256 tiles in whole waves, a strip of small ones
         return wide
-    if _wave_efficiency(M, N, 128, 128, sms) > _wave_efficiency(M, N, 128, 256, sms) + 0.05:
-        # 128 x 128 fills the last wave clearly better: TMA loads and stores, a deep pipeline. A
-        # 128 x 128 tile does ~8% less per SM than 128 x 256 (H100: 8192 x 10240 x 8192, wave
-        # efficiencies 0.995 / 0.970: 0.89 x cuBLAS with 128 x 128, 1.02 with 128 x 256)
+    narrow_fill = _wave_efficiency(M, N, 128, 128, sms)
+    if narrow_fill > _wave_efficiency(M, N, 128, 256, sms) + 0.05:
+        # 128 x 128 fills the last wave clearly better: TMA loads and stores, a deep pipeline; unless
+        # its waves are full anyway and Stream-K evens out 128 x 256's last one, which is faster per SM
+        if esize == 2 and narrow_fill >= 0.95 and _streamk_pays(M, N, K, wide, sms):
+            return wide
         if esize == 1:  # int8: K steps of 256 on 8 warps (H100: +2-6% on the five mid shapes measured)
             return Config(128, 128, 2 * bk, num_warps=8, num_stages=3, tma=True, tma_store=True)
         # 6 stages: 512 x 4096 x 4096 0.94 -> 0.99 x cuBLAS (H100), which runs 128 x 128 x 64 with 6
@@ -259,7 +261,9 @@ def _tail_pays(M, N, config, sms):
         and tail_plan_for(M, N, config, sms) is not None
 
 
-# The Gluon kernel's tiles run at about 0.95 of the speed per SM of Triton's 128 x 256 ones (H100, bf16)
+# Speed per SM of a tile shape, relative to Triton's 128 x 256 (H100, bf16): 128 x 128 does ~8% less
+# (8192 x 10240 x 8192, waves 0.995 / 0.970 full: 0.89 x cuBLAS against 1.02); the Gluon kernel's ~5% less
+_NARROW_SPEED = 0.92
 _GLUON_SPEED = 0.95
 
 
@@ -268,26 +272,36 @@ def gluon_here() -> bool:
     return not runtime.INTERPRET and gluon_gemm.gluon is not None and capability() == (9, 0)
 
 
+def _waves(M, N, K, config, sms) -> float:
+    """The time of ``config``'s schedule for an M x N output, in waves of 128 x 256 tiles: whole waves,
+    the tail split's main waves and its strip (0.6 of a wave), or Stream-K's full waves and its last
+    wave's share, each scaled by the tile's area over its speed per SM."""
+    tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
+    area = config.block_m * config.block_n / (128 * 256)
+    per_tile = area / (1.0 if area >= 1 else _NARROW_SPEED)
+    if _tail_pays(M, N, config, sms):
+        return (cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6) * per_tile
+    if tiles >= 4 * sms and _streamk_pays(M, N, K, config, sms):  # shares amortized over 4+ full waves
+        return tiles / sms * per_tile
+    return cdiv(tiles, sms) * per_tile
+
+
 @functools.lru_cache(maxsize=4096)
-def gluon_tiles_for(M: int, N: int, config: Config, num_sms: int | None = None) -> tuple:
+def gluon_tiles_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None) -> tuple:
     """The Gluon kernel's ``(tile, swap)`` choices (``course.gluon_gemm``) that ``mode="auto"``
-    prefers to ``config``'s Triton schedule for an ``M x N`` output, fastest first; empty where
+    prefers to ``config``'s Triton schedule for an ``M x N x K`` product, fastest first; empty where
     Triton's tiles do as well. ``swap``: the tile's rows run along N (``C^T = B^T A^T``).
 
-    A model in units of one 128 x 256 tile's time: waves times tile area, the Gluon tiles at
-    ``_GLUON_SPEED`` of the speed per SM; a Gluon tile must win by 5 % (``notes/gemm-decisions.md``,
-    "The Gluon kernel").
+    Both sides are costed by one model (``_waves``): waves of tiles times tile area over the tile's
+    speed per SM; a Gluon tile must win by 5 % (``notes/gemm-decisions.md``, "The Gluon kernel").
 
-        >>> gluon_tiles_for(512, 6144, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
+        >>> gluon_tiles_for(512, 6144, 4096, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
         ((192, 128), True)
     """
     sms = num_sms or sm_count()
-    if M <= 64 or config.block_m * config.block_n != 128 * 256:
+    if M <= 64 or config.block_m != 128 or config.block_n not in (128, 256):
         return ()
-    if _tail_pays(M, N, config, sms):
-        now = cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6
-    else:
-        now = cdiv(cdiv(M, config.block_m) * cdiv(N, config.block_n), sms)
+    now = _waves(M, N, K, config, sms)
 
     def cost(tile, swap):
         return cdiv(gluon_gemm.tiles(M, N, swap, tile), sms) * tile[0] * tile[1] / (128 * 256) / _GLUON_SPEED
@@ -312,7 +326,7 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
     two_byte = dtype is None or ELEMENT_SIZE.get(dtype) == 2
     if gluon is None:
         gluon = gluon_here()
-    if two_byte and gluon and gluon_tiles_for(M, N, config, sms):
+    if two_byte and gluon and gluon_tiles_for(M, N, K, config, sms):
         return "gluon"
     if runtime.INTERPRET:  # exercise both schedules on the CPU
         tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)

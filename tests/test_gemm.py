@@ -532,15 +532,30 @@ def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
 
 @needs_gluon
 @pytest.mark.gpu
+def test_auto_skips_gluon_tiles_that_read_a_row_major_b_badly(monkeypatch):
+    M, N, K = 1000, 4544, 4544  # Falcon-7B o: auto's first Gluon tile is 128 x 144, 288-byte rows of B
+    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(K, N, dtype=torch.bfloat16)  # b row-major
+    calls = []
+    real = gluon_gemm.wide_launch
+    monkeypatch.setattr(gluon_gemm, "wide_launch",
+                        lambda *args, **kw: calls.append(kw["tile"]) or real(*args, **kw))
+    out = poisoned((M, N), torch.bfloat16, DEVICE)
+    matmul(a, b, out=out)
+    assert (128, 144) not in calls
+    check("auto, row-major b, Falcon-7B o at M = 1000", out, _reference(a, b))
+
+
+@needs_gluon
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1536, 1536, 1536), (512, 6144, 4096), (3072, 3072, 3072), (512, 10240, 8192)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
     M, N, K = shape
     a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
     cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
-    if not gemm.gluon_tiles_for(M, N, cfg):  # another SM count (e.g. an H100 PCIe): not this GPU's choice
+    if not gemm.gluon_tiles_for(M, N, K, cfg):  # another SM count (e.g. an H100 PCIe): not this GPU's choice
         pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm_config.sm_count()} SMs")
-    expected = gemm.gluon_tiles_for(M, N, cfg)[0]  # (tile, swap): b is K-major, all suit
+    expected = gemm.gluon_tiles_for(M, N, K, cfg)[0]  # (tile, swap): b is K-major, all suit
     calls = []
     real = gluon_gemm.wide_launch
     monkeypatch.setattr(gluon_gemm, "wide_launch",

@@ -55,9 +55,32 @@ def test_heuristic_and_mode_choice_are_valid():
             assert gemm_config.choose_mode(M, N, K, cfg) in ("persistent", "streamk", "tail", "gluon")
 
 
+def test_one_cost_model_weighs_128_x_128_tiles_against_the_gluon_kernel(monkeypatch):
+    """128 x 128 tiles that fill their waves under 90 % lose to a Gluon tile that fills them better
+    (Llama-2-13B o at M = 1000: 320 tiles, 2.4 waves, against 128 of 128 x 320); where 128 x 128 waves
+    are full, Stream-K on 128 x 256 tiles takes the product (Falcon-7B down at M = 4096: 576 tiles)."""
+    narrow = Config(128, 128, 64, num_warps=4, num_stages=6, tma=True, tma_store=True)
+    assert gemm_config.gluon_tiles_for(1000, 5120, 5120, narrow, 132)[0] == ((128, 320), False)
+    assert gemm_config.gluon_tiles_for(8192, 10240, 8192, narrow, 132) == ()  # waves 99.5 % full
+    monkeypatch.setattr(gemm_config.runtime, "INTERPRET", False)
+    monkeypatch.setattr(gemm_config, "sm_count", lambda: 132)
+    gemm_config.heuristic_config.cache_clear()
+    try:
+        cfg = gemm_config.heuristic_config(4096, 4544, 18176, torch.bfloat16)
+        assert (cfg.block_m, cfg.block_n) == (128, 256)
+        assert gemm_config.choose_mode(4096, 4544, 18176, cfg, 132, torch.bfloat16, gluon=True) == "streamk"
+        cfg = gemm_config.heuristic_config(1000, 5120, 5120, torch.bfloat16)
+        assert (cfg.block_m, cfg.block_n) == (128, 128)
+        assert gemm_config.choose_mode(1000, 5120, 5120, cfg, 132, torch.bfloat16, gluon=True) == "gluon"
+        cfg = gemm_config.heuristic_config(512, 4096, 4096, torch.bfloat16)  # 128 tiles, too few for Stream-K
+        assert (cfg.block_m, cfg.block_n) == (128, 128)
+    finally:
+        gemm_config.heuristic_config.cache_clear()
+
+
 def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
     """The decode rows of heuristic_config as on an H100 (132 SMs): 128-wide TMA tiles where they
-    fill at least 60% of one wave (N >= 10113), 64 or 32 wide below that."""
+    fill at least half of one wave (N >= 8321), 64 or 32 wide below that."""
     monkeypatch.setattr(gemm_config.runtime, "INTERPRET", False)
     monkeypatch.setattr(gemm_config, "sm_count", lambda: 132)
     gemm_config.heuristic_config.cache_clear()
@@ -65,7 +88,8 @@ def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
         tile = lambda M, N, dt=torch.bfloat16: (lambda c: (c.block_m, c.block_n, c.tma))(  # noqa: E731
             gemm_config.heuristic_config(M, N, 8192, dt))
         assert tile(16, 10240) == (16, 128, True) and tile(16, 14336) == (16, 128, True)
-        assert tile(16, 8192) == (16, 64, False) and tile(16, 28672) == (16, 64, False)  # under 60% / over a wave
+        assert tile(16, 8192) == (16, 64, False) and tile(16, 28672) == (16, 64, False)  # under half / over a wave
+        assert tile(16, 9216) == (16, 128, True) and tile(32, 9216) == (64, 128, True)  # Phi-3-mini qkv: 72 tiles
         assert tile(64, 10240) == (64, 128, True) and tile(64, 28672) == (64, 128, True)
         assert tile(64, 8192) == (64, 64, False) and tile(64, 4096) == (64, 32, False)
         assert tile(64, 10240, torch.int8) == (64, 128, True) and tile(16, 10240, torch.int8) == (16, 64, False)
@@ -84,14 +108,14 @@ def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
     # the 192 rows along N (swap); 512 x 10240 makes 160 (a tail split) against 128 of 128 x 320.
     # Big, evenly tiled shapes and decode stay on Triton.
     wide = Config(128, 256, 64, num_warps=8, num_stages=4)
-    picks = {(M, N): gemm_config.gluon_tiles_for(M, N, wide, 132)[:1] for M, N in
+    picks = {(M, N): gemm_config.gluon_tiles_for(M, N, 4096, wide, 132)[:1] for M, N in
              [(1536, 1536), (3072, 3072), (512, 6144), (512, 10240), (4096, 4096), (8192, 8192), (4224, 4224),
               (2048, 2048), (4096, 6144), (512, 28672), (64, 6144)]}
     assert picks == {(1536, 1536): (((128, 144), False),), (3072, 3072): (((192, 128), False),),
                      (512, 6144): (((192, 128), True),), (512, 10240): (((128, 320), False),),
                      (4096, 4096): (), (8192, 8192): (), (4224, 4224): (), (2048, 2048): (), (4096, 6144): (),
                      (512, 28672): (), (64, 6144): ()}
-    assert gemm_config.gluon_tiles_for(1536, 1536, Config(128, 128, 64), 132) == ()  # only against 128 x 256 tiles
+    assert gemm_config.gluon_tiles_for(1536, 1536, 1536, Config(64, 128, 64), 132) == ()  # 128-row tiles only
     assert gemm_config.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=True) == "gluon"
     assert gemm_config.choose_mode(1536, 1536, 1536, wide, 132, torch.float16, gluon=False) != "gluon"
     assert gemm_config.choose_mode(1536, 1536, 1536, wide, 132, torch.int8, gluon=True) != "gluon"
