@@ -185,9 +185,9 @@ def _user_error(what: str, err: BaseException) -> _Failed:
     if refused:
         return refused
     text, name = str(err).strip(), type(err).__name__
-    inner = re.fullmatch(r"""InterpreterError\((\w+Error)\((['"])(.*)\2\)\)""", text, re.S)
+    inner = re.fullmatch(r"""InterpreterError\((["']?)(\w+Error)\((['"])(.*)\3\)\1\)""", text, re.S)
     if inner:  # the interpreter wraps an error raised inside the kernel: show that one
-        name, text = inner.group(1), inner.group(3).replace("\\'", "'").strip()
+        name, text = inner.group(2), inner.group(4).replace("\\'", "'").strip()
     lines = text.splitlines()
     if len(lines) > 12:
         lines = lines[:12] + ["  …"]
@@ -1202,9 +1202,13 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture)
     written = not torch.isnan(c).all()
     product_right = _close(c, mine["ref"])
     if mine["outside"]:
+        if product_right and not bool((count == 1).all()):  # computed right, logged under swapped coordinates
+            raise _Failed(f"on {case}: the product is right, but {_count(mine['outside'], 'tile')} were logged outside "
+                          "the grid: grouped_tile returns (pid_m, pid_n), and log_tile takes (log_ptr, tile_id, "
+                          "pid_m, pid_n, num_tiles, num_pid_n) in that order")
         raise _Failed(f"on {case}: your loop went past the grid: {_count(mine['outside'], 'tile')} logged outside it. "
-                      "Tile ids run from 0 to num_tiles - 1 (num_tiles = num_pid_m * num_pid_n), and grouped_tile "
-                      "takes (tile_id, num_pid_m, num_pid_n, GROUP_M) in that order")
+                      "Tile ids run from 0 to num_tiles - 1 (num_tiles = num_pid_m * num_pid_n); grouped_tile "
+                      "takes (tile_id, num_pid_m, num_pid_n, GROUP_M) and returns (pid_m, pid_n), in that order")
     if int(count.sum()) == 0:
         if not written:
             raise _Failed(f"on {case}: no tile was computed. Each program loops over its own tile ids (tl.range "
@@ -1223,6 +1227,9 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture)
             why = "program pid took every tile from pid on: step from one id to the next by the number of programs"
         elif bool((count[ids % programs == 0] == programs).all()) and torch.equal(count == 0, ids % programs != 0):
             why = "every program started at tile 0: each one starts at its own id"
+        elif never == 0 and bool((count == programs).all()):
+            why = ("every program computed every tile: program pid starts at tile id pid and steps by "
+                   "NUM_PROGRAMS")
         elif int(count.max()) >= 2 and never:
             why = ("several programs computed the same tiles: map the loop's tile id, not the program id, to a "
                    "tile with grouped_tile")
@@ -1320,17 +1327,23 @@ def _diagnose_linear(what: str, a, w, c) -> None:
                       "that ScheduleContext.persistent_tile_range gives this program (the kernel runs on 3 programs)")
     if _close(c, ref):
         return
-    wrong_strides = torch.as_strided(w.double().cpu(), (K, N), (w.stride(0), w.stride(1)))
+    try:  # W's own memory read with its strides the wrong way round (as the kernel would)
+        wrong_strides = torch.as_strided(w, (K, N), w.stride()).double().cpu()
+    except RuntimeError:  # that view would reach past W's memory
+        wrong_strides = None
     if K == N and _close(c, a.double().cpu() @ w.double().cpu()):
         raise _Failed(f"on {what}: you computed A @ W, not A @ W.T: B must be W's transpose, a K x N view of W's "
                       "own memory. Which of W's two strides moves you along k, and which along n?")
-    if _close(c, a.double().cpu() @ wrong_strides):
+    if wrong_strides is not None and _close(c, a.double().cpu() @ wrong_strides):
         raise _Failed(f"on {what}: B's view walks W with the strides the wrong way round: element (k, n) of W.T is "
                       "W[n, k], so B's row stride is stride_wk and its column stride stride_wn")
     truncated = (K // 32) * 32
     if K % 32 and _close(c, a.double().cpu()[:, :truncated] @ w.double().cpu()[:, :truncated].T):
         raise _Failed(f"on {what}: the last, partial step of K is missing or zero: tell GemmContext whether K is a "
                       "multiple of BLOCK_K (even_k=EVEN_K)")
+    if "transposed" in what:  # right on every contiguous case before it
+        raise _Failed(f"on {what}: wrong values, where the contiguous cases were right: build each view from the "
+                      "stride arguments you are given (stride_am, stride_ak, stride_wn, stride_wk), not from K and 1")
     raise _Failed(f"on {what}: wrong values. A is M x K (stride_am, stride_ak), B = W.T is K x N, C is M x N "
                   "(stride_cm, stride_cn); check each view's sizes and strides")
 

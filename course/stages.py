@@ -137,7 +137,7 @@ def _check_k(A, B, K, block_k: tl.constexpr, even_k: tl.constexpr):
         if even_k:
             tl.static_assert(K % block_k == 0, "stages: GemmContext(even_k=True) promises K % block_k == 0, but K "
                                                "is not a multiple of block_k (the K tail would be dropped): pass "
-                                               "even_k=False, e.g. EVEN_K = K % BLOCK_K == 0 from the host")
+                                               "even_k=EVEN_K, with EVEN_K = K % BLOCK_K == 0 from the host")
     else:
         tl.device_assert(B.rows == K, "stages: A has K columns but B has a different number of rows")
         if even_k:

@@ -538,6 +538,7 @@ PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_ker
                        "C was never written"),
     "step 1": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles):")], "every tile from pid on"),
     "start at 0": ([(_LOOP, "for tile_id in tl.range(0, num_tiles, NUM_PROGRAMS):")], "started at tile 0"),
+    "every tile everywhere": ([(_LOOP, "for tile_id in tl.range(0, num_tiles):")], "every program computed every"),
     "row-major ids": ([(_MAP, "pid_m, pid_n = tile_id // num_pid_n, tile_id % num_pid_n")], "go row by row"),
     "mapped the program id": ([(_MAP, "pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)")],
                               "map the loop's tile id"),
@@ -569,6 +570,9 @@ LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message 
     "strides swapped": ([(_VIEW_B, "tensorB = make_tensor_view(W, K, N, stride_wn, stride_wk)")],
                         "not A @ W.T"),
     "W, not W.T": ([(_VIEW_B, "tensorB = make_tensor_view(W, N, K, stride_wn, stride_wk)")], "not A @ W.T"),
+    "B strides hard-coded": ([(_VIEW_B, "tensorB = make_tensor_view(W, K, N, 1, K)")], "stride arguments"),
+    "A strides hard-coded": ([("tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)",
+                               "tensorA = make_tensor_view(A, M, K, K, 1)")], "stride arguments"),
     "even_k left out": ([(", even_k=EVEN_K)", ")")], "even_k"),  # the interpreter's assertion, or the diagnosis
     "one tile per program": ([("for tile_id in range(start, total, stride):",
                                "for tile_id in range(start, start + 1):")], "never stored"),
@@ -595,7 +599,9 @@ def test_linear_reference_and_wrong_answers(tmp_path):
         kernel = _variant(tmp_path, f"linear_{i}", solutions.linear_kernel, *edits,
                           ("@triton.jit", header + "\n\n@triton.jit"))
         table[label] = (kernel, words)
-    _assert_wrong_answers_named(exercises.check_linear, table, same_mistake=("strides swapped", "W, not W.T"))
+    _assert_wrong_answers_named(exercises.check_linear, table, same_mistake=("strides swapped", "W, not W.T",
+                                                                          "B strides hard-coded",
+                                                                          "A strides hard-coded"))
     assert stages.GemmContext  # the variants import the stages themselves
 
 
