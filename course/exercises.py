@@ -18,6 +18,7 @@ The reference solutions live in :mod:`course.solutions`, one function per piece 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import dis
@@ -185,9 +186,18 @@ def _user_error(what: str, err: BaseException) -> _Failed:
     if refused:
         return refused
     text, name = str(err).strip(), type(err).__name__
-    inner = re.fullmatch(r"""InterpreterError\((["']?)(\w+Error)\((['"])(.*)\3\)\1\)""", text, re.S)
-    if inner:  # the interpreter wraps an error raised inside the kernel: show that one
-        name, text = inner.group(2), inner.group(4).replace("\\'", "'").strip()
+    while True:  # the interpreter wraps an error raised inside the kernel, once per call level: show that one
+        inner = re.fullmatch(r"""InterpreterError\((['"].*['"])\)""", text, re.S) or \
+            re.fullmatch(r"""(?:InterpreterError\()?(\w+Error)\((['"].*['"])\)\)?""", text, re.S)
+        if not inner:
+            break
+        try:
+            unquoted = ast.literal_eval(inner.group(inner.lastindex))
+        except (ValueError, SyntaxError):
+            break
+        if inner.lastindex == 2:
+            name = inner.group(1)
+        text = unquoted.strip()
     lines = text.splitlines()
     if len(lines) > 12:
         lines = lines[:12] + ["  …"]
@@ -215,10 +225,15 @@ def _compile_refusal(what: str, err: BaseException) -> _Failed | None:
 
 _MATH_ON_A_BLOCK = ("a Python function (math.*) got a whole block of values: inside a kernel use tl functions "
                     "(tl.exp, tl.where, ...), which work element by element")
+_NO_POWER = "Triton tiles have no ** operator: write x * x * x"
 # Errors whose own message does not say what to change: (text in the message, hint).
 _ERROR_HINTS = [
     ("only length-1 arrays can be converted", _MATH_ON_A_BLOCK),  # the interpreter's words
     ("must be real number, not tensor", _MATH_ON_A_BLOCK),  # the compiler's
+    ("unsupported operand type(s) for ** or pow()", _NO_POWER),  # the interpreter's words
+    ("has no attribute '__pow__'", _NO_POWER),  # the compiler's
+    ("Expected dtype ['fp32', 'fp64'] but got fp16", "tl.exp and its kind take float32: keep the tile in float32 "
+                                                     "(the store converts the result)"),
     ("object of type 'int' has no len()", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
@@ -1406,6 +1421,10 @@ def check_gelu(gelu) -> str:
             raise _Failed("the values are rounded to 16 bits: keep the tile in float32 (the store converts it)")
         if _close(got, 0.5 * xs * (1 + torch.tanh(0.7978845608028654 * xs)), 1e-3):
             raise _Failed("the cubic term is missing: tanh's argument is sqrt(2 / pi) (x + 0.044715 x^3)")
+        u = 0.7978845608028654 * (xs + 0.044715 * xs ** 3)
+        if _close(got, 0.5 * xs * (1 + torch.tanh(u.abs())), 1e-5):
+            raise _Failed("wrong for negative x: your tanh lost its sign. tanh is odd, tanh(-u) = -tanh(u): compute "
+                          "it for |u| and restore the sign with tl.where")
         if _close(got, want, 1e-2):
             raise _Failed("close, but not GELU's tanh approximation: check the constants (0.5, sqrt(2 / pi) = "
                           "0.7978845608..., 0.044715)")
@@ -1462,10 +1481,13 @@ def check_streamk_span(span) -> str:
             raise _user_error(f"on {case}, your span", err) from None
         picture = lambda: plots.streamk_map(log, title=f"yours: {case}")  # noqa: E731
         owner, count = log["owner"][-shared:].flatten(), log["count"][-shared:].flatten()
+        never, twice = int((count == 0).sum()), int((count > 1).sum())
+        one_past = "end is one past the last iteration, as in range(start, end): the next program's start"
         if log["outside"]:
+            if int(log["outside"]) == 1 and twice == programs - 1 and not never:
+                raise _Failed(f"on {case}: every range is one iteration too long: {one_past}", picture())
             raise _Failed(f"on {case}: ranges run outside the iterations ({_count(log['outside'], 'iteration')} "
                           "below 0 or from total on): they must stay within 0 .. total - 1", picture())
-        never, twice = int((count == 0).sum()), int((count > 1).sum())
         if never or twice:
             sizes = torch.bincount(owner[count > 0].long(), minlength=programs)
             if twice:
@@ -1473,11 +1495,11 @@ def check_streamk_span(span) -> str:
             elif total % programs and int(sizes.sum()) == (total // programs) * programs:
                 why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
                        "to some of the programs")
+            elif never == min(programs, total):
+                why = f"every range stops one iteration short: {one_past}"
             else:
                 why = ("some ranges are empty or cut short: each one starts where the previous one ends, and "
                        "together they run from 0 to total")
-            raise _Failed(f"on {case}: {_count(twice, 'iteration')} computed more than once and {never} never: {why}",
-                          picture())
             raise _Failed(f"on {case}: {_count(twice, 'iteration')} computed more than once and {never} never: {why}",
                           picture())
         if (owner[1:] < owner[:-1]).any():

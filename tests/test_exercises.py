@@ -624,6 +624,10 @@ GELU_WRONG = {  # label: (edits of epilogues.gelu, words its message must contai
     "math.tanh": ([(_GELU, "return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"),
                    ("@triton.jit\ndef stable_tanh", "import math\n\n\n@triton.jit\ndef stable_tanh")],
                   "tl functions"),
+    "sign lost": ([("@triton.jit\ndef gelu", "@triton.jit\ndef _tanh_abs(u):\n    return stable_tanh(tl.abs(u))\n\n\n"
+                    "@triton.jit\ndef gelu"), (_GELU, _GELU.replace("stable_tanh(", "_tanh_abs("))], "lost its sign"),
+    "x ** 3": ([(_GELU, _GELU.replace("x * x * x", "x ** 3"))], "write x * x * x"),
+    "float16 maths": ([(_GELU, "x = x.to(tl.float16)\n    " + _GELU)], "keep the tile in float32"),
     "wrong signature": ([("def gelu(x):", "def gelu(x, y):")], "keep the signature"),
 }
 
@@ -644,7 +648,8 @@ _START = "start = pid * base + tl.minimum(pid, extra)"
 _END = "end = start + base + (pid < extra).to(tl.int32)"
 SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contain)
     "no remainder": ([(_START, "start = pid * base"), (_END, "end = start + base")], "left over"),
-    "one more for all": ([(_END, "end = start + base + 1")], "outside the iterations"),
+    "one more for all": ([(_END, "end = start + base + 1")], "one iteration too long"),
+    "past the end": ([(_END, "end = start + base + (pid < extra).to(tl.int32) + 2 * pid")], "outside the iterations"),
     "ceil division": ([("base = total // sharers", "base = (total + sharers - 1) // sharers"),
                        (_START, "start = tl.minimum(pid * base, total)"),
                        (_END, "end = tl.minimum(start + base, total)")], "as evenly as possible"),
@@ -654,6 +659,8 @@ SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contai
     "float division": ([("base = total // sharers", "base = total / sharers")], "returns floats"),
     "empty ranges": ([(_END, "end = tl.where(pid == 1, start, start + base + (pid < extra).to(tl.int32))")],
                      "empty or cut short"),
+    "end inclusive, short": ([(_END, "end = start + base + (pid < extra).to(tl.int32) - 1")], "one iteration short"),
+    "end one past": ([(_END, "end = start + base + (pid < extra).to(tl.int32) + 1")], "one iteration too long"),
     "wrong signature": ([("def span(pid, total, sharers):", "def span(pid, total):")], "keep the signature"),
 }
 
@@ -662,7 +669,7 @@ def test_streamk_span_reference_and_wrong_answers(tmp_path):
     assert quiet(exercises.check_streamk_span, solutions.span).passed
     table = {label: (_variant(tmp_path, f"span_{i}", solutions.span, *edits), words)
              for i, (label, (edits, words)) in enumerate(SPAN_WRONG.items())}
-    _assert_wrong_answers_named(exercises.check_streamk_span, table)
+    _assert_wrong_answers_named(exercises.check_streamk_span, table, same_mistake=("one more for all", "end one past"))
 
 
 _REFUSED = '''
