@@ -364,31 +364,56 @@ def schedules(logs: dict, *, title: str = ""):
     return fig
 
 
-def category_maps(maps: dict, *, categories: int, label: str, title: str = ""):
+def category_maps(maps: dict, *, categories: int, label: str, title: str = "", numbers: dict | None = None,
+                  xlabel: str = "tile column (pid_n)", ylabel: str = "tile row (pid_m)"):
     """Side by side, each ``{title: 2-D tensor of category ids}`` (e.g. ``persistent.xcd_map``: the
-    chiplet of every tile) in one colour per category, ``categories`` of them, with a legend."""
+    chiplet of every tile) in one colour per category, ``categories`` of them, with a legend;
+    ``numbers`` (``{title: tensor of the same shape}``) are written into the cells."""
     import torch
     from matplotlib.patches import Patch
 
     if not maps:
         raise ValueError("category_maps(maps): pass at least one {title: 2-D tensor} entry")
-    fig, axes = plt.subplots(1, len(maps), figsize=(4.8 * len(maps), 4.2), layout="constrained", squeeze=False)
+    rows, cols = max(torch.as_tensor(m).shape[0] for m in maps.values()), max(torch.as_tensor(m).shape[-1]
+                                                                             for m in maps.values())
+    written = numbers is not None and cols <= 32 and rows <= 32  # numbers stay legible up to 32 x 32 cells
+    side = max(4.8, 0.3 * cols) if written else 4.8
+    fig, axes = plt.subplots(1, len(maps), figsize=(side * len(maps), max(4.2, side * rows / cols)),
+                             layout="constrained", squeeze=False)
     cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
     for ax, (name, values) in zip(axes[0], maps.items()):
         values = torch.as_tensor(values).cpu().numpy()
         colours = np.ones(values.shape + (4,))
         colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
         ax.imshow(colours, interpolation="nearest")
+        if written and name in numbers:
+            for (i, j), n in np.ndenumerate(torch.as_tensor(numbers[name]).cpu().numpy()):
+                ax.text(j, i, str(n), ha="center", va="center", fontsize=7)
         ax.yaxis.get_major_locator().set_params(integer=True)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel("tile column (pid_n)")
-        ax.set_ylabel("tile row (pid_m)")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
     fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=f"{label} {i}") for i in range(categories)],
                loc="outside right", fontsize=8, frameon=False)
     if title:
         fig.suptitle(title)
     return fig
+
+
+def ownership(owners: dict, *, number: str = "thread", title: str = ""):
+    """Side by side, each ``{title: layouts.ownership(...)}``: every element of the tensor coloured by
+    the warp that holds it, with its ``number`` ("thread", "lane" or "register") written in where
+    the tensors are at most 32 x 32."""
+    maps, numbers = {}, {}
+    for name, owner in owners.items():
+        warp, value = owner["warp"], owner[number]
+        if warp.dim() == 1:  # a 1-D tensor (a SliceLayout's) as one row
+            warp, value = warp[None, :], value[None, :]
+        maps[name], numbers[name] = warp, value
+    warps = max(int(m.max()) for m in maps.values()) + 1
+    return category_maps(maps, categories=warps, label="warp", title=title or f"who holds each element ({number})",
+                         numbers=numbers, xlabel="column j", ylabel="row i")
 
 
 def streamk_map(log: dict, *, title: str = ""):
