@@ -1510,3 +1510,55 @@ def check_streamk_span(span) -> str:
             raise _Failed(f"on {case}: the ranges hold {sizes.tolist()} iterations: split as evenly as possible, "
                           "lengths differing by at most one (the slowest program sets the time)", picture())
     return f"right on {len(_SPAN_CASES)} splits: even, with a remainder, and fewer iterations than programs"
+
+
+# --- 10: a layout whose threads load 16 bytes at a time ---------------------------------------------
+
+@_exercise("vector_layout", "Write vector_layout above: a BlockedLayout in which every thread loads 16 bytes at once")
+def check_vector_layout(vector_layout) -> str:
+    """Check ``vector_layout() -> gl.BlockedLayout`` for a 64 x 64 float16 tile, row-major in memory, on
+    4 warps: every element held by exactly one thread, each thread's elements in runs of 8 along a
+    row (16 bytes: one vectorized load), the columns fastest."""
+    from course import layouts
+
+    _callable("vector_layout", vector_layout, ())
+    try:
+        layout = vector_layout()
+    except Exception as err:
+        raise _user_error("your vector_layout", err) from None
+    if type(layout).__name__ != "BlockedLayout":
+        raise _Failed(f"vector_layout returned {type(layout).__name__ if layout is not None else 'None'}: return "
+                      "gl.BlockedLayout(size_per_thread, threads_per_warp, warps_per_cta, order)")
+    size, threads, warps, order = (list(v) for v in (layout.size_per_thread, layout.threads_per_warp,
+                                                      layout.warps_per_cta, layout.order))
+    if len(size) != 2:
+        raise _Failed(f"the layout has rank {len(size)}: the tile is 2-D, so each list has two entries (rows, "
+                      "columns)")
+    if math.prod(threads) != 32:
+        raise _Failed(f"threads_per_warp={threads} makes {math.prod(threads)} threads: a warp has 32")
+    if math.prod(warps) != 4:
+        raise _Failed(f"warps_per_cta={warps} makes {math.prod(warps)} warps: the kernel runs on 4")
+    if order != [1, 0]:
+        raise _Failed(f"order={order}: the fastest dimension comes first in order, and a row-major tile is "
+                      "contiguous along its columns (dimension 1): order=[1, 0]")
+    tile = [s * t * w for s, t, w in zip(size, threads, warps)]
+    if tile[0] > 64 or tile[1] > 64:
+        owner = layouts.ownership(layout, (64, 64))
+        raise _Failed(f"the layout's tile is {tile[0]} x {tile[1]} (size x threads x warps per dimension), larger "
+                      f"than the 64 x 64 tile: up to {int(owner['copies'].max())} threads hold the same element. "
+                      "Keep each dimension's product within 64")
+    owner = layouts.ownership(layout, (64, 64))
+    run = 2 * size[1]  # bytes of consecutive float16 one thread holds along a row
+    if run < 16:
+        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes: a 16-byte load "
+                      "needs 8 (size_per_thread=[1, 8])")
+    if run > 16:
+        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes, more than the "
+                      "16 bytes of the widest load: it takes several loads; 8 is enough (size_per_thread=[1, 8])")
+    if size[0] != 1:
+        raise _Failed(f"each thread's registers span {size[0]} rows: every row is a separate 16-byte load, so "
+                      "the other rows are better given to other threads (size_per_thread=[1, 8])")
+    if (owner["copies"] != 1).any():
+        raise _Failed("some elements are held by several threads: the layout's tile must divide 64 x 64")
+    return ("every element held once, each thread's in runs of 8 float16 along a row: one 16-byte load "
+            f"(LDG.E.128) per run, {owner['register'].max() // 8 + 1} per thread")

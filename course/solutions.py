@@ -116,6 +116,15 @@ def span(pid, total, sharers):
     return start, end
 
 
+# --- 10 · vector_layout ---------------------------------------------------------------------------------
+
+def vector_layout():
+    from triton.experimental.gluon import language as gl
+
+    # 8 float16 (16 bytes) per thread along a row; 8 lanes cover a 128-byte row, 4 rows per warp, 4 warps
+    return gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8], warps_per_cta=[4, 1], order=[1, 0])
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -131,6 +140,7 @@ EXERCISES = {
     "linear": (("linear_kernel",), "exercises.check_linear(linear_kernel)"),
     "gelu": (("stable_tanh", "gelu"), "exercises.check_gelu(gelu)"),
     "streamk_span": (("span",), "exercises.check_streamk_span(span)"),
+    "vector_layout": (("vector_layout",), "exercises.check_vector_layout(vector_layout)"),
 }
 
 

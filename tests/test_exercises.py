@@ -731,3 +731,27 @@ def test_compile_refusals_name_the_reason_and_the_line(tmp_path):
     assert "Loop-carried variable acc" in scalar and "at: for k in range(0, 4):" in scalar
     assert "start the accumulator as a block" in scalar
     assert "at: a, b = one(tl.program_id(0))" in one_value and "return both" in one_value
+
+
+# --- 10: a layout of 16-byte loads --------------------------------------------------------------------
+
+VECTOR_WRONG = {  # label: (BlockedLayout arguments, words its message must contain)
+    "8-byte runs": (([1, 4], [4, 8], [4, 1], [1, 0]), "a 16-byte load needs 8"),
+    "64 threads": (([1, 8], [8, 8], [4, 1], [1, 0]), "a warp has 32"),
+    "2 warps": (([1, 8], [4, 8], [2, 1], [1, 0]), "runs on 4"),
+    "column order": (([1, 8], [4, 8], [4, 1], [0, 1]), "order=[1, 0]"),
+    "tile too wide": (([1, 8], [1, 32], [4, 1], [1, 0]), "larger than the 64 x 64 tile"),
+    "two rows": (([2, 8], [4, 8], [4, 1], [1, 0]), "span 2 rows"),
+    "32-byte runs": (([1, 16], [8, 4], [4, 1], [1, 0]), "more than the 16 bytes"),
+    "rank 1": (([8], [32], [4], [0]), "rank 1"),
+}
+
+
+def test_vector_layout_reference_and_wrong_answers():
+    gl = pytest.importorskip("triton.experimental.gluon.language")
+    assert quiet(exercises.check_vector_layout, solutions.vector_layout).passed
+    table = {label: ((lambda args=args: gl.BlockedLayout(*args)), words)
+             for label, (args, words) in VECTOR_WRONG.items()}
+    table["a list"] = (lambda: [1, 8], "return gl.BlockedLayout")
+    table["takes an argument"] = (lambda shape: solutions.vector_layout(), "must take")
+    _assert_wrong_answers_named(exercises.check_vector_layout, table)
