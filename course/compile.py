@@ -162,7 +162,8 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
     CPU: only their dtype and alignment matter); ``constexprs`` its ``tl.constexpr`` arguments.
     The build runs in a fresh Python process: Triton cannot compile in a process whose kernels it
     interprets, so a kernel defined in a notebook travels there as source, with the ``@triton.jit``
-    functions and constants it uses.
+    functions and constants it uses. Gluon kernels (``@gluon.jit``) build the same way, their
+    layouts passed as constexprs.
     """
     from triton.runtime.jit import JITFunction
 
@@ -194,7 +195,7 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
             aligned.append(names.index(name))
     signature = {n: signature.get(n, "constexpr") for n in names}
     job = {"name": fn.__name__, "signature": signature, "constexprs": constants, "aligned": aligned, "arch": arch,
-           "options": {"num_warps": num_warps, "num_stages": num_stages}, **_where(fn)}
+           "options": {"num_warps": num_warps, "num_stages": num_stages}, **_where(kernel)}
     done = subprocess.run([sys.executable, "-c", _BUILDER, json.dumps(job)], capture_output=True, text=True,
                           timeout=600, env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
                                             "_COURSE_COMPILE_ONLY": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -208,7 +209,8 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
 
 
 def _encode(name: str, value):
-    """A constexpr value as JSON: numbers, booleans, strings, None, or a Triton dtype."""
+    """A constexpr value as JSON: numbers, booleans, strings, None, a Triton dtype, lists of these,
+    or a Gluon layout (its class and fields)."""
     import triton.language as tl
 
     value = getattr(value, "value", value) if isinstance(value, tl.constexpr) else value
@@ -216,7 +218,13 @@ def _encode(name: str, value):
         return {"dtype": _tl_name(value)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise TypeError(f"build: constexpr {name}={value!r} must be a number, a bool, a string, None or a tl dtype")
+    if isinstance(value, (list, tuple)):
+        return [_encode(name, v) for v in value]
+    if dataclasses.is_dataclass(value) and type(value).__module__.startswith("triton.experimental.gluon"):
+        return {"layout": type(value).__name__,
+                "fields": {f.name: _encode(name, getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    raise TypeError(f"build: constexpr {name}={value!r} must be a number, a bool, a string, None, a tl dtype or a "
+                    "Gluon layout")
 
 
 def _tl_name(dtype) -> str:
@@ -226,21 +234,21 @@ def _tl_name(dtype) -> str:
                                                                      and getattr(tl, n) == dtype))
 
 
-def _where(fn) -> dict:
-    """How the build process finds ``fn``: by import, or as source (for a notebook's kernel)."""
-    module = fn.__module__
+def _where(kernel) -> dict:
+    """How the build process finds ``kernel``: by import, or as source (for a notebook's kernel)."""
+    module = kernel.fn.__module__
     if module not in ("__main__", None) and not module.startswith("__"):
         try:
             importlib.import_module(module)
             return {"module": module}
         except ImportError:
             pass
-    return {"source": _source_with_dependencies(fn)}
+    return {"source": _source_with_dependencies(kernel)}
 
 
-def _source_with_dependencies(fn) -> str:
-    """A module's text defining ``fn``: its imports, the numbers and ``@triton.jit`` functions it
-    uses (recursively), then ``fn`` itself."""
+def _source_with_dependencies(kernel) -> str:
+    """A module's text defining ``kernel``: its imports, the numbers and ``@triton.jit`` (or
+    ``@gluon.jit``) functions it uses (recursively), then ``kernel`` itself."""
     import triton.language as tl
 
     header = ["import math", "import triton", "import triton.language as tl"]
@@ -263,7 +271,7 @@ def _source_with_dependencies(fn) -> str:
                 if value.fn.__module__ in ("__main__", None):
                     definitions[name] = ""  # placeholder: breaks cycles
                     visit(value.fn)
-                    definitions[name] = _jit_source(value.fn)
+                    definitions[name] = _jit_source(value)
                 else:
                     header.append(f"from {value.fn.__module__} import {value.fn.__name__} as {name}")
             elif getattr(value, "__module__", "__main__") not in ("__main__", None, "builtins"):
@@ -272,16 +280,19 @@ def _source_with_dependencies(fn) -> str:
                 raise TypeError(f"build: {f.__name__} uses {name}, a {type(value).__name__} defined in the "
                                 "notebook; define it in a module, or pass it as an argument")
 
-    visit(fn)
-    body = [text for text in definitions.values() if text] + [_jit_source(fn)]
+    visit(kernel.fn)
+    body = [text for text in definitions.values() if text] + [_jit_source(kernel)]
+    if any(text.startswith("@gluon.jit") for text in body):
+        header.append("from triton.experimental import gluon")
     return "\n".join(header) + "\n\n" + "\n\n".join(body) + "\n"
 
 
-def _jit_source(fn) -> str:
-    """``fn``'s source, under a plain ``@triton.jit``."""
-    lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+def _jit_source(kernel) -> str:
+    """A ``@triton.jit`` (or ``@gluon.jit``) function's source, under a plain decorator."""
+    lines = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
-    return "@triton.jit\n" + "\n".join(lines[start:])
+    decorator = "@gluon.jit" if type(kernel).__name__ == "GluonJITFunction" else "@triton.jit"
+    return decorator + "\n" + "\n".join(lines[start:])
 
 
 # Runs in the build process: compile one kernel, print its stages as one line of JSON.
@@ -300,9 +311,21 @@ else:
     linecache.cache["<notebook>"] = (len(job["source"]), None, job["source"].splitlines(True), "<notebook>")
     exec(compile(job["source"], "<notebook>", "exec"), module.__dict__)
     kernel = getattr(module, job["name"])
-constexprs = {k: getattr(tl, v["dtype"]) if isinstance(v, dict) else v for k, v in job["constexprs"].items()}
+def decode(v):
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    if isinstance(v, dict) and "dtype" in v:
+        return getattr(tl, v["dtype"])
+    if isinstance(v, dict) and "layout" in v:
+        from triton.experimental.gluon import language as gl
+        return getattr(gl, v["layout"])(**{k: decode(x) for k, x in v["fields"].items()})
+    return v
+constexprs = {k: decode(v) for k, v in job["constexprs"].items()}
 attrs = {(i,): [["tt.divisibility", 16]] for i in job["aligned"]}
-source = ASTSource(fn=kernel, signature=job["signature"], constexprs=constexprs, attrs=attrs)
+make_source = ASTSource
+if type(kernel).__name__ == "GluonJITFunction":  # a Gluon kernel: its layouts need the module's warp count
+    from triton.experimental.gluon._runtime import GluonASTSource as make_source
+source = make_source(fn=kernel, signature=job["signature"], constexprs=constexprs, attrs=attrs)
 compiled = triton.compile(source, target=GPUTarget("cuda", job["arch"], 32), options=job["options"])
 asm = {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
 asm["cubin"] = base64.b64encode(compiled.asm["cubin"]).decode()

@@ -74,6 +74,34 @@ def test_a_constexpr_with_a_default_may_be_left_out():
                                          **blocks).text("ptx")
 
 
+GLUON_CELL = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def copy_tile(src, dst, LAYOUT: gl.constexpr):
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, LAYOUT))
+    offsets = rows[:, None] * 64 + cols[None, :]
+    gl.store(dst + offsets, gl.load(src + offsets))
+'''
+
+
+def test_a_gluon_kernel_builds_with_its_layout(tmp_path):
+    gl = pytest.importorskip("triton.experimental.gluon.language")
+    path = tmp_path / "gluon_cell.py"
+    path.write_text(GLUON_CELL)
+    spec = importlib.util.spec_from_file_location("__main__", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.empty(64 * 64, dtype=torch.float16)
+    vectors = cc.build(module.copy_tile, x, x, LAYOUT=gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0]))
+    scalars = cc.build(module.copy_tile, x, x, LAYOUT=gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0]))
+    assert vectors.count("sass", r"LDG\.E\.128") == 4 and scalars.count("sass", r"LDG\.E\.128") == 0
+    assert scalars.summary()["global loads"] == 32  # one 2-byte load per element: 4096 / 128 threads
+
+
 def test_show_prints_matches_with_context(capsys):
     x = torch.zeros(64)
     h100 = cc.build(solutions.axpy_kernel, 2.0, x, x, x, 64, BLOCK_SIZE=64)
