@@ -401,18 +401,20 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
     return fig
 
 
-def ownership(owners: dict, *, number: str = "thread", title: str = ""):
+def ownership(owners: dict, *, number: str = "thread", colour: str = "warp", title: str = ""):
     """Side by side, each ``{title: layouts.ownership(...)}``: every element of the tensor coloured by
-    the warp that holds it, with its ``number`` ("thread", "lane" or "register") written in where
-    the tensors are at most 32 x 32."""
+    its ``colour`` ("warp" or "register"), with its ``number`` ("thread", "lane" or "register")
+    written in where the tensors are at most 32 x 32."""
+    if colour not in ("warp", "register"):
+        raise ValueError(f"ownership(colour={colour!r}): pass 'warp' or 'register'")
     maps, numbers = {}, {}
     for name, owner in owners.items():
-        warp, value = owner["warp"], owner[number]
-        if warp.dim() == 1:  # a 1-D tensor (a SliceLayout's) as one row
-            warp, value = warp[None, :], value[None, :]
-        maps[name], numbers[name] = warp, value
-    warps = max(int(m.max()) for m in maps.values()) + 1
-    return category_maps(maps, categories=warps, label="warp", title=title or f"who holds each element ({number})",
+        key, value = owner[colour], owner[number]
+        if key.dim() == 1:  # a 1-D tensor (a SliceLayout's) as one row
+            key, value = key[None, :], value[None, :]
+        maps[name], numbers[name] = key, value
+    count = max(int(m.max()) for m in maps.values()) + 1
+    return category_maps(maps, categories=count, label=colour, title=title or f"who holds each element ({number})",
                          numbers=numbers, xlabel="column j", ylabel="row i")
 
 

@@ -121,3 +121,11 @@ def test_bad_shared_arguments_are_named():
         layouts.wavefronts(torch.arange(31), 2)
     with pytest.raises(ValueError, match="bytes per lane"):
         layouts.wavefronts(torch.arange(32), 2, vector=3)
+
+
+def test_ownership_picture_by_register_and_bad_colour():
+    mma = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 16])
+    fig = plots.ownership({"acc": layouts.ownership(mma, (64, 32))}, number="lane", colour="register")
+    assert len(fig.axes) == 1
+    with pytest.raises(ValueError, match="'warp' or 'register'"):
+        plots.ownership({"acc": layouts.ownership(mma, (64, 32))}, colour="thread")
