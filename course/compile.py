@@ -287,6 +287,12 @@ def _source_with_dependencies(kernel) -> str:
     return "\n".join(header) + "\n\n" + "\n\n".join(body) + "\n"
 
 
+def source(kernel) -> str:
+    """The source of a ``@triton.jit`` or ``@gluon.jit`` function, to read it in a notebook:
+    ``print(source(gluon_gemm.producer))``."""
+    return textwrap.dedent(inspect.getsource(kernel.fn))
+
+
 def _jit_source(kernel) -> str:
     """A ``@triton.jit`` (or ``@gluon.jit``) function's source, under a plain decorator."""
     lines = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()

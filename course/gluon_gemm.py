@@ -122,7 +122,7 @@ if gluon is not None:
                 _store_piece(halves[h], c_desc, c_s, off_r, off_q + h * HALF, SWAP)
 
     @gluon.jit
-    def _consumer(x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, WG: gl.constexpr,
+    def consumer(x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, WG: gl.constexpr,
                   WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
                   STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
         """Warpgroup WG: rows 64*WG .. 64*WG+63 of every tile of this program, start to store.
@@ -173,7 +173,7 @@ if gluon is not None:
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _producer(x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K,
+    def producer(x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K,
                   WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
                   STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
         """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
@@ -207,7 +207,7 @@ if gluon is not None:
                 step += 1
 
     @gluon.jit
-    def _wide_kernel(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr,
+    def wide_kernel(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr,
                      GROUP: gl.constexpr, STAGES: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr,
                      Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr):
@@ -234,9 +234,9 @@ if gluon is not None:
         # partitions: a consumer per warpgroup (the first is the default partition), then the producer.
         # One comprehension: joining tuples with + would turn the constexprs in them into plain ints
         gl.warp_specialize(
-            [(_producer, (x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA, NUM_SMS, GROUP,
+            [(producer, (x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA, NUM_SMS, GROUP,
                           STAGES, Y_KMAJOR)) if p == WGS else
-             (_consumer, (x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, p, WGS, EXTRA,
+             (consumer, (x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, p, WGS, EXTRA,
                           NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)) for p in (0, 1, 2, 3)[:WGS + 1]],
             [4] * (WGS - 1) + [1], [CONSUMER_REGS] * (WGS - 1) + [40])  # warps, registers per thread
 
@@ -254,7 +254,7 @@ def _consumer_registers(tile: tuple) -> int:
 
 
 def launch_shapes(tile: tuple, swap: bool, y_kmajor: bool) -> tuple:
-    """``(blocks, constexprs)`` of a ``_wide_kernel`` launch with ``tile`` tiles: the block of each
+    """``(blocks, constexprs)`` of a ``wide_kernel`` launch with ``tile`` tiles: the block of each
     tensor descriptor (x, y, y2, c, c2; without extra columns y2 and c2 repeat y and c) and the
     kernel's tile constants. :func:`matmul_wide` launches with them, and the compile check in
     ``tests/`` builds the same kernel from them."""
@@ -343,7 +343,7 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: t
     blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
     blocks = {name: (block, _shared_layout(tuple(block), a.dtype == torch.bfloat16)) for name, block in blocks.items()}
     extra = constexprs["EXTRA"]
-    bound = BoundLaunch(_wide_kernel, (min(num_sms, tiles(M, N, swap, tile)),),
+    bound = BoundLaunch(wide_kernel, (min(num_sms, tiles(M, N, swap, tile)),),
                         dict(NUM_SMS=num_sms, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs))
 
     def operands(a, b):

@@ -378,7 +378,7 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
                                                                              for m in maps.values())
     written = numbers is not None and cols <= 32 and rows <= 32  # numbers stay legible up to 32 x 32 cells
     side = max(4.8, 0.3 * cols) if written else 4.8
-    fig, axes = plt.subplots(1, len(maps), figsize=(side * len(maps), max(4.2, side * rows / cols)),
+    fig, axes = plt.subplots(1, len(maps), figsize=(side * len(maps) + 1.5, max(4.2, side * rows / cols)),
                              layout="constrained", squeeze=False)
     cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
     for ax, (name, values) in zip(axes[0], maps.items()):
@@ -468,4 +468,32 @@ def timeline(spans: dict, *, title: str = ""):
     ax.invert_yaxis()
     ax.set_xlabel("time, in K-iterations (each labelled with its tile id)")
     ax.set_title(title or "what each program runs, in order", fontsize=10)
+    return fig
+
+
+def banks(tiles: dict, *, element_bytes: int, column: int, title: str = ""):
+    """Side by side, each ``{title: offsets}`` (``layouts.shared_offsets``: a tile's place in shared
+    memory): every element coloured by its shared-memory bank (one hue per bank, 32 banks), and the
+    ``column`` that one warp reads (a lane per row) outlined, with how many passes that read takes."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Rectangle
+
+    from course import layouts
+
+    if not tiles:
+        raise ValueError("banks(tiles): pass at least one {title: 2-D tensor of offsets} entry")
+    cmap = ListedColormap(plt.get_cmap("hsv")(np.linspace(0, 1, layouts.BANKS, endpoint=False)))
+    fig, axes = plt.subplots(1, len(tiles), figsize=(4.6 * len(tiles), 3.6), layout="constrained", squeeze=False)
+    for ax, (name, offsets) in zip(axes[0], tiles.items()):
+        bank = layouts.banks(offsets, element_bytes)
+        image = ax.imshow(bank.numpy(), cmap=cmap, vmin=-0.5, vmax=layouts.BANKS - 0.5, interpolation="nearest")
+        rows = offsets.shape[0]
+        ax.add_patch(Rectangle((column - 0.5, -0.5), 1, min(rows, 32), fill=False, edgecolor="black", lw=2))
+        passes = layouts.wavefronts(offsets[:32, column], element_bytes)
+        ax.set_title(f"{name}\ncolumn {column} by one warp: {passes} pass{'es' if passes > 1 else ''}", fontsize=10)
+        ax.set_xlabel("column j")
+        ax.set_ylabel("row i")
+    fig.colorbar(image, ax=axes[0].tolist(), label="bank", ticks=[0, 8, 16, 24, 31], shrink=0.8)
+    if title:
+        fig.suptitle(title)
     return fig

@@ -43,7 +43,7 @@ def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
     signature.update({"bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"})
     constants = {"NUM_SMS": 132, "GROUP": 8, "HAS_BIAS": has_bias, **constexprs}
     signature.update({name: "constexpr" for name in constants})
-    source = GluonASTSource(fn=gluon_gemm._wide_kernel, signature=signature, constexprs=constants,
+    source = GluonASTSource(fn=gluon_gemm.wide_kernel, signature=signature, constexprs=constants,
                             attrs={(5,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
     return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 

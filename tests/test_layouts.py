@@ -129,3 +129,13 @@ def test_ownership_picture_by_register_and_bad_colour():
     assert len(fig.axes) == 1
     with pytest.raises(ValueError, match="'warp' or 'register'"):
         plots.ownership({"acc": layouts.ownership(mma, (64, 32))}, colour="thread")
+
+
+def test_banks_picture_counts_the_passes_of_the_outlined_column():
+    tiles = {"row-major": layouts.shared_offsets((32, 64)),
+             "swizzled": layouts.shared_offsets((32, 64), vec=8, max_phase=8)}
+    fig = plots.banks(tiles, element_bytes=2, column=5)
+    titles = [ax.get_title() for ax in fig.axes[:2]]
+    assert "32 passes" in titles[0] and "4 passes" in titles[1]
+    with pytest.raises(ValueError, match="at least one"):
+        plots.banks({}, element_bytes=2, column=0)
