@@ -1517,48 +1517,150 @@ def check_streamk_span(span) -> str:
 @_exercise("vector_layout", "Write vector_layout above: a BlockedLayout in which every thread loads 16 bytes at once")
 def check_vector_layout(vector_layout) -> str:
     """Check ``vector_layout() -> gl.BlockedLayout`` for a 64 x 64 float16 tile, row-major in memory, on
-    4 warps: every element held by exactly one thread, each thread's elements in runs of 8 along a
-    row (16 bytes: one vectorized load), the columns fastest."""
+    4 warps: every element held by exactly one thread; each thread's elements in runs of 8 consecutive
+    float16 of a row (16 bytes: one vectorized load each); neighbouring lanes side by side along a row,
+    so that a warp's load uses whole 32-byte sectors."""
     from course import layouts
 
     _callable("vector_layout", vector_layout, ())
     try:
         layout = vector_layout()
+    except AssertionError as err:
+        if str(err):
+            raise _user_error("your vector_layout", err) from None
+        raise _Failed("gl.BlockedLayout refused its arguments (an assertion without a message): its four lists "
+                      "must have the same length, and each has two here, one for the rows and one for the "
+                      "columns") from None
     except Exception as err:
         raise _user_error("your vector_layout", err) from None
     if type(layout).__name__ != "BlockedLayout":
         raise _Failed(f"vector_layout returned {type(layout).__name__ if layout is not None else 'None'}: return "
                       "gl.BlockedLayout(size_per_thread, threads_per_warp, warps_per_cta, order)")
-    size, threads, warps, order = (list(v) for v in (layout.size_per_thread, layout.threads_per_warp,
-                                                      layout.warps_per_cta, layout.order))
+    names = ("size_per_thread", "threads_per_warp", "warps_per_cta", "order")
+    lists = [getattr(layout, name) for name in names]
+    for name, values in zip(names, lists):
+        if not isinstance(values, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                             for v in values):
+            raise _Failed(f"{name}={values!r}: pass a list of ints, one per dimension")
+    size, threads, warps, order = (list(v) for v in lists)
     if len(size) != 2:
         raise _Failed(f"the layout has rank {len(size)}: the tile is 2-D, so each list has two entries (rows, "
                       "columns)")
+    if not len(threads) == len(warps) == len(order) == 2:
+        raise _Failed(f"the four lists have {len(size)}, {len(threads)}, {len(warps)} and {len(order)} entries: "
+                      "each has two, one for the rows and one for the columns")
+    for name, values in zip(names[:3], (size, threads, warps)):
+        if any(v < 1 or v & (v - 1) for v in values):
+            raise _Failed(f"{name}={values}: every entry must be a power of two (1, 2, 4, 8, ...)")
     if math.prod(threads) != 32:
         raise _Failed(f"threads_per_warp={threads} makes {math.prod(threads)} threads: a warp has 32")
     if math.prod(warps) != 4:
         raise _Failed(f"warps_per_cta={warps} makes {math.prod(warps)} warps: the kernel runs on 4")
-    if order != [1, 0]:
-        raise _Failed(f"order={order}: the fastest dimension comes first in order, and a row-major tile is "
-                      "contiguous along its columns (dimension 1): order=[1, 0]")
+    if sorted(order) != [0, 1]:
+        raise _Failed(f"order={order}: order lists the dimensions, fastest first, each once")
+    if order[0] != 1:
+        raise _Failed(f"order={order} makes dimension 0 (down a column) the fastest: in a row-major tile, which "
+                      "dimension is contiguous in memory?")
     tile = [s * t * w for s, t, w in zip(size, threads, warps)]
     if tile[0] > 64 or tile[1] > 64:
-        owner = layouts.ownership(layout, (64, 64))
+        copies = int(layouts.ownership(layout, (64, 64))["copies"].max())
         raise _Failed(f"the layout's tile is {tile[0]} x {tile[1]} (size x threads x warps per dimension), larger "
-                      f"than the 64 x 64 tile: up to {int(owner['copies'].max())} threads hold the same element. "
-                      "Keep each dimension's product within 64")
-    owner = layouts.ownership(layout, (64, 64))
+                      f"than the 64 x 64 tile: up to {copies} threads hold the same element. Keep each dimension's "
+                      "product within 64")
     run = 2 * size[1]  # bytes of consecutive float16 one thread holds along a row
     if run < 16:
-        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes: a 16-byte load "
-                      "needs 8 (size_per_thread=[1, 8])")
+        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes: the widest load moves "
+                      "16 bytes at once. How many float16 is that?")
     if run > 16:
-        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes, more than the "
-                      "16 bytes of the widest load: it takes several loads; 8 is enough (size_per_thread=[1, 8])")
-    if size[0] != 1:
-        raise _Failed(f"each thread's registers span {size[0]} rows: every row is a separate 16-byte load, so "
-                      "the other rows are better given to other threads (size_per_thread=[1, 8])")
+        raise _Failed(f"each thread holds {size[1]} consecutive float16 of a row, {run} bytes: that is {run // 16} "
+                      f"16-byte loads, and in each the neighbouring lanes start {run} bytes apart, so every 32-byte "
+                      "sector comes half used. Make a thread's run exactly one 16-byte load")
+    if threads[1] < 2:
+        raise _Failed(f"threads_per_warp={threads} puts the lanes of a warp on {threads[0]} different rows, 16 "
+                      "bytes each: every 32-byte sector a load fetches comes half used. Put neighbouring lanes side "
+                      "by side along a row")
+    owner = layouts.ownership(layout, (64, 64))
     if (owner["copies"] != 1).any():
         raise _Failed("some elements are held by several threads: the layout's tile must divide 64 x 64")
-    return ("every element held once, each thread's in runs of 8 float16 along a row: one 16-byte load "
-            f"(LDG.E.128) per run, {owner['register'].max() // 8 + 1} per thread")
+    return (f"every element held once, each thread's in runs of 8 float16 along a row: one 16-byte load (LDG.E.128) "
+            f"per run, {int(owner['register'].max()) // 8 + 1} per thread; a warp's load reads {16 * threads[1]} "
+            f"contiguous bytes of each of {threads[0]} rows")
+
+
+def _online_attention(q, k, v, block: int, variant: str = "right") -> torch.Tensor:
+    """Attention of one head computed as the kernel walks the keys, ``block`` at a time, in float64:
+    with the online-softmax update written right, or with one of the usual mistakes (``variant``)."""
+    s_all = (q @ k.T) / math.sqrt(q.shape[1]) * math.log2(math.e)  # scores in base 2
+    ex = torch.exp if variant == "natural exp" else torch.exp2
+    m = torch.full((q.shape[0],), float("-inf"), dtype=torch.float64)
+    l = torch.zeros(q.shape[0], dtype=torch.float64)
+    acc = torch.zeros(q.shape[0], v.shape[1], dtype=torch.float64)
+    for start in range(0, k.shape[0], block):
+        s = s_all[:, start:start + block]
+        m_new = torch.maximum(m, s.max(1).values)
+        alpha = ex(m - m_new)
+        p = ex(s - m_new[:, None])
+        l = l * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
+        acc = acc * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v[start:start + block]
+        m = m_new
+    return acc / (1 if variant == "not divided" else l[:, None])
+
+
+@_exercise("softmax_step", "Write softmax_step above: the online-softmax update of one block of keys")
+def check_softmax_step(softmax_step) -> str:
+    """Check a ``@triton.jit`` ``softmax_step(m_i, l_i, acc, s, v)`` as the update of
+    ``attention.attention_kernel``: on ordinary scores whose row maximum grows from block to block, on
+    scores in the thousands of both signs (where an exp that is not shifted by the maximum overflows
+    or underflows), and under a causal mask."""
+    from course import attention
+    from course.check import rel_error
+
+    _jit_function("softmax_step", softmax_step, ("m_i", "l_i", "acc", "s", "v"))
+    config = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    gen = torch.Generator().manual_seed(0)
+
+    def run(q, k, v, causal=False):
+        to = lambda t: t[None, None].to(runtime.DEVICE)  # noqa: E731  (one batch, one head)
+        try:
+            out = attention.attention(to(q), to(k), to(v), causal=causal, step=softmax_step, config=config)
+        except Exception as err:
+            raise _user_error("inside the attention kernel, your softmax_step", err) from None
+        return out[0, 0].cpu().double()
+
+    # ordinary: 32 queries, 64 keys in 4 blocks, later keys larger so that the maximum grows
+    q = torch.randn(32, 16, generator=gen).half()
+    k = (torch.randn(64, 16, generator=gen) * torch.linspace(0.5, 2.5, 64)[:, None]).half()
+    v = torch.randn(64, 16, generator=gen).half()
+    got = run(q, k, v)
+    want = _online_attention(q.double(), k.double(), v.double(), 16)
+    if not torch.isfinite(got).all():
+        raise _Failed("the output has inf or nan on ordinary scores: does every exp2 subtract the new running "
+                      "maximum m_new (m_i is -inf before the first block), and is l_i a sum of exponentials?")
+    if not _close(got, want):
+        for variant, message in (
+                ("output not rescaled", "acc is not rescaled when the maximum grows: the old terms were weighted by "
+                                        "exp2(s - m_i), and under the new maximum they must shrink by "
+                                        "exp2(m_i - m_new)"),
+                ("sum not rescaled", "l_i is not rescaled when the maximum grows: it is a sum of exp2(s - m_i), so it "
+                                     "shrinks by the same factor as acc"),
+                ("natural exp", "this is exp, not exp2: the kernel's scores are already in base 2 (multiplied by "
+                                "log2(e)), so exp2 undoes them exactly"),
+                ("not divided", "the output is not divided by the sum: the kernel divides acc by l_i at the end, so "
+                                "l_i must be the running sum of the exponentials")):
+            if _close(got, _online_attention(q.double(), k.double(), v.double(), 16, variant), 2e-2):
+                raise _Failed(message)
+        raise _Failed(f"the output differs from softmax(Q Kᵀ / √d) V by {rel_error(got, want):.2g} (relative): "
+                      "return (m, l, acc) in that order, and check each of the update's rules in the notebook")
+    for sign in (1, -1):  # scores of +-thousands: exp2 of an unshifted score is inf or 0
+        big = run(q * 200 * sign, k, v)
+        want = _online_attention((q * 200 * sign).double(), k.double(), v.double(), 16)
+        if not torch.isfinite(big).all() or not _close(big, want):
+            raise _Failed(f"right on ordinary scores, but with scores of {'+' if sign > 0 else '-'}thousands the "
+                          "output is " + ("inf or nan" if not torch.isfinite(big).all() else "wrong") + ": an exp2 "
+                          "of a score that is not shifted by the running maximum overflows (or underflows to 0)")
+    causal = run(q, k[:32], v[:32], causal=True)
+    if not _close(causal, attention.reference(q[None, None], k[None, None, :32], v[None, None, :32],
+                                              causal=True)[0, 0]):
+        raise _Failed("right without a mask, wrong with the causal mask: masked scores are -inf, so their "
+                      "exponentials must come out 0 (exp2(-inf) is 0; don't replace -inf)")
+    return "the online softmax matches float64 on ordinary scores, on scores of ±thousands and under a causal mask"

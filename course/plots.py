@@ -378,8 +378,9 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
                                                                              for m in maps.values())
     written = numbers is not None and cols <= 32 and rows <= 32  # numbers stay legible up to 32 x 32 cells
     side = max(4.8, 0.3 * cols) if written else 4.8
-    fig, axes = plt.subplots(1, len(maps), figsize=(side * len(maps) + 1.5, max(4.2, side * rows / cols)),
-                             layout="constrained", squeeze=False)
+    widths = [torch.as_tensor(m).shape[-1] for m in maps.values()]  # panels as wide as their columns
+    fig, axes = plt.subplots(1, len(maps), figsize=(side * sum(widths) / cols + 1.5, max(4.2, side * rows / cols)),
+                             layout="constrained", squeeze=False, width_ratios=widths)
     cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
     for ax, (name, values) in zip(axes[0], maps.items()):
         values = torch.as_tensor(values).cpu().numpy()
@@ -482,7 +483,7 @@ def banks(tiles: dict, *, element_bytes: int, column: int, title: str = ""):
 
     if not tiles:
         raise ValueError("banks(tiles): pass at least one {title: 2-D tensor of offsets} entry")
-    cmap = ListedColormap(plt.get_cmap("hsv")(np.linspace(0, 1, layouts.BANKS, endpoint=False)))
+    cmap = ListedColormap(plt.get_cmap("turbo")(np.linspace(0.05, 0.95, layouts.BANKS)))  # not cyclic: 0 != 31
     fig, axes = plt.subplots(1, len(tiles), figsize=(4.6 * len(tiles), 3.6), layout="constrained", squeeze=False)
     for ax, (name, offsets) in zip(axes[0], tiles.items()):
         bank = layouts.banks(offsets, element_bytes)

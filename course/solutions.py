@@ -125,6 +125,18 @@ def vector_layout():
     return gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8], warps_per_cta=[4, 1], order=[1, 0])
 
 
+# --- 11 · softmax_step ----------------------------------------------------------------------------------
+
+@triton.jit
+def softmax_step(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))  # the running maximum, with this block's scores
+    alpha = tl.exp2(m_i - m_new)  # what the old terms are worth under the new maximum
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -141,6 +153,7 @@ EXERCISES = {
     "gelu": (("stable_tanh", "gelu"), "exercises.check_gelu(gelu)"),
     "streamk_span": (("span",), "exercises.check_streamk_span(span)"),
     "vector_layout": (("vector_layout",), "exercises.check_vector_layout(vector_layout)"),
+    "softmax_step": (("softmax_step",), "exercises.check_softmax_step(softmax_step)"),
 }
 
 

@@ -736,13 +736,17 @@ def test_compile_refusals_name_the_reason_and_the_line(tmp_path):
 # --- 10: a layout of 16-byte loads --------------------------------------------------------------------
 
 VECTOR_WRONG = {  # label: (BlockedLayout arguments, words its message must contain)
-    "8-byte runs": (([1, 4], [4, 8], [4, 1], [1, 0]), "a 16-byte load needs 8"),
+    "8-byte runs": (([1, 4], [4, 8], [4, 1], [1, 0]), "How many float16"),
     "64 threads": (([1, 8], [8, 8], [4, 1], [1, 0]), "a warp has 32"),
     "2 warps": (([1, 8], [4, 8], [2, 1], [1, 0]), "runs on 4"),
-    "column order": (([1, 8], [4, 8], [4, 1], [0, 1]), "order=[1, 0]"),
+    "column order": (([1, 8], [4, 8], [4, 1], [0, 1]), "which dimension is contiguous"),
+    "order twice": (([1, 8], [4, 8], [4, 1], [1, 1]), "each once"),
     "tile too wide": (([1, 8], [1, 32], [4, 1], [1, 0]), "larger than the 64 x 64 tile"),
-    "two rows": (([2, 8], [4, 8], [4, 1], [1, 0]), "span 2 rows"),
-    "32-byte runs": (([1, 16], [8, 4], [4, 1], [1, 0]), "more than the 16 bytes"),
+    "32-byte runs": (([1, 16], [8, 4], [4, 1], [1, 0]), "half used. Make a thread's run"),
+    "lanes down a column": (([1, 8], [32, 1], [1, 4], [1, 0]), "side by side along a row"),
+    "not a power of two": (([1, 6], [4, 8], [4, 1], [1, 0]), "power of two"),
+    "strings": ((["1", "8"], [4, 8], [4, 1], [1, 0]), "list of ints"),
+    "lengths differ": (([1, 8], [4, 8, 1], [4, 1], [1, 0]), "each has two"),
     "rank 1": (([8], [32], [4], [0]), "rank 1"),
 }
 
@@ -750,8 +754,86 @@ VECTOR_WRONG = {  # label: (BlockedLayout arguments, words its message must cont
 def test_vector_layout_reference_and_wrong_answers():
     gl = pytest.importorskip("triton.experimental.gluon.language")
     assert quiet(exercises.check_vector_layout, solutions.vector_layout).passed
+    for other in (([2, 8], [8, 4], [2, 2], [1, 0]), ([1, 8], [8, 4], [4, 1], [1, 0])):  # also 16-byte, coalesced
+        assert quiet(exercises.check_vector_layout, lambda args=other: gl.BlockedLayout(*args)).passed, other
     table = {label: ((lambda args=args: gl.BlockedLayout(*args)), words)
              for label, (args, words) in VECTOR_WRONG.items()}
     table["a list"] = (lambda: [1, 8], "return gl.BlockedLayout")
     table["takes an argument"] = (lambda shape: solutions.vector_layout(), "must take")
     _assert_wrong_answers_named(exercises.check_vector_layout, table)
+
+
+# --- 11: the online-softmax update -------------------------------------------------------------------
+
+@triton.jit
+def _softmax_no_max(m_i, l_i, acc, s, v):
+    p = tl.exp2(s)
+    return m_i, l_i + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_acc_kept(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * tl.exp2(m_i - m_new) + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_sum_kept(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i + tl.sum(p, 1), acc * tl.exp2(m_i - m_new)[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_natural(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp(m_i - m_new)
+    p = tl.exp(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_old_max(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_i[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_swapped(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return l_i * alpha + tl.sum(p, 1), m_new, acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_masked_to_zero(m_i, l_i, acc, s, v):  # replaces -inf by 0: wrong only under the mask
+    s = tl.where(s == float("-inf"), 0.0, s)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+def _softmax_plain(m_i, l_i, acc, s, v):
+    return m_i, l_i, acc
+
+
+SOFTMAX_WRONG = {
+    "no maximum subtracted": (_softmax_no_max, "not shifted by the running maximum"),
+    "acc not rescaled": (_softmax_acc_kept, "acc is not rescaled"),
+    "l not rescaled": (_softmax_sum_kept, "l_i is not rescaled"),
+    "exp for exp2": (_softmax_natural, "this is exp, not exp2"),
+    "old maximum": (_softmax_old_max, "m_i is -inf before the first block"),
+    "m and l swapped": (_softmax_swapped, "(m, l, acc) in that order"),
+    "mask replaced": (_softmax_masked_to_zero, "wrong with the causal mask"),
+    "no @triton.jit": (_softmax_plain, "forget @triton.jit"),
+}
+
+
+def test_softmax_step_reference_and_wrong_answers():
+    assert quiet(exercises.check_softmax_step, solutions.softmax_step).passed
+    _assert_wrong_answers_named(exercises.check_softmax_step, SOFTMAX_WRONG)

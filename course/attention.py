@@ -1,0 +1,177 @@
+"""Flash attention, forward (notebook 11): ``softmax(Q Kᵀ · scale) V`` without writing the scores.
+
+    out = attention(q, k, v, causal=True)        # q, k, v: (batch, heads, seq, head_dim)
+
+One program computes ``BLOCK_M`` rows of one head's output. It keeps its rows of Q in registers and
+walks the keys and values ``BLOCK_N`` at a time: scores ``S = Q Kᵀ`` for the block, then the **online
+softmax** (:func:`softmax_step`): a running row maximum ``m``, a running sum of exponentials ``l`` and
+an unnormalized output ``acc``, all rescaled whenever the maximum grows. The score matrix (``seq²``
+per head) never leaves the chip; the output is divided by ``l`` once at the end.
+
+Scores are kept in base 2 (``S · scale · log₂e``) so that the exponentials are ``exp2``, one
+instruction on the GPU. With ``causal=True`` key ``j`` is visible to query ``i`` when ``j <= i``
+(the top-left alignment of ``torch``'s ``is_causal``): the blocks left of a program's diagonal run
+without a mask, only the diagonal blocks with one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from course import runtime
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def softmax_step(m_i, l_i, acc, s, v):
+    """One block of keys: ``s`` the block's scores in base 2 (``[BLOCK_M, BLOCK_N]``, -inf where
+    masked), ``v`` its values. Returns the new running maximum, sum and unnormalized output."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)  # how much the old terms shrink under the new maximum
+    p = tl.exp2(s - m_new[:, None])
+    l_new = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_new, acc
+
+
+@triton.jit
+def _key_block(q, k_base, v_base, start, rows, S_K, stride_ks, stride_kd, stride_vs, stride_vd, qk_scale,
+               m_i, l_i, acc, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+               CAUSAL: tl.constexpr, STEP: tl.constexpr):
+    cols = start + tl.arange(0, BLOCK_N)
+    d = tl.arange(0, HEAD_DIM)
+    k_ptrs = k_base + cols[None, :] * stride_ks + d[:, None] * stride_kd  # Kᵀ: [HEAD_DIM, BLOCK_N]
+    v_ptrs = v_base + cols[:, None] * stride_vs + d[None, :] * stride_vd
+    if MASKED:
+        k = tl.load(k_ptrs, mask=cols[None, :] < S_K, other=0.0)
+        v = tl.load(v_ptrs, mask=cols[:, None] < S_K, other=0.0)
+    else:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    s = tl.dot(q, k) * qk_scale
+    if MASKED:
+        visible = cols[None, :] < S_K
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None])
+        s = tl.where(visible, s, float("-inf"))
+    return STEP(m_i, l_i, acc, s, v)
+
+
+@triton.jit
+def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
+                     stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
+                     stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                     STEP: tl.constexpr = softmax_step):
+    num_m = tl.cdiv(S_Q, BLOCK_M)
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # the longest rows (most keys) first, so that the short ones fill the last wave
+        pid_m = num_m - 1 - pid_m
+    b = tl.program_id(1) // H
+    h = tl.program_id(1) % H
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    d = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs + d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=rows[:, None] < S_Q, other=0.0)
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+    qk_scale = sm_scale * 1.4426950408889634  # scores in base 2: exp(x) = exp2(x log2 e)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    # keys every row of this block sees whole: all the complete blocks, or (causal) those left of the diagonal
+    full_end = S_K // BLOCK_N * BLOCK_N
+    end = S_K
+    if CAUSAL:
+        full_end = tl.minimum(full_end, pid_m * BLOCK_M // BLOCK_N * BLOCK_N)
+        end = tl.minimum(end, (pid_m + 1) * BLOCK_M)
+    for start in range(0, full_end, BLOCK_N):
+        m_i, l_i, acc = _key_block(q, k_base, v_base, start, rows, S_K, stride_ks, stride_kd, stride_vs, stride_vd,
+                                   qk_scale, m_i, l_i, acc, HEAD_DIM, BLOCK_N, False, CAUSAL, STEP)
+    # the diagonal, or the last partial block: one or two steps, not worth a pipeline's shared memory
+    for start in tl.range(full_end, end, BLOCK_N, num_stages=1):
+        m_i, l_i, acc = _key_block(q, k_base, v_base, start, rows, S_K, stride_ks, stride_kd, stride_vs, stride_vd,
+                                   qk_scale, m_i, l_i, acc, HEAD_DIM, BLOCK_N, True, CAUSAL, STEP)
+    out = acc / l_i[:, None]
+    o_ptrs = O + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + d[None, :] * stride_od
+    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=rows[:, None] < S_Q)
+
+
+def config_for(head_dim: int, causal: bool) -> dict:
+    """Blocks, warps and pipeline stages for :func:`attention` (a GPU's; the interpreter takes 16 x 16)."""
+    if runtime.INTERPRET:
+        return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    if head_dim <= 128:  # best of 8 configs on an H100 at seq 8192, bf16 (notebook 11's record)
+        return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
+    return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)  # 256: K and V blocks of 32 KB each
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+              scale: float | None = None, step=None, config: dict | None = None) -> torch.Tensor:
+    """``softmax(q kᵀ · scale (+ causal mask)) v`` per batch and head, by :func:`attention_kernel`.
+
+    ``q``: (batch, heads, seq_q, head_dim); ``k``, ``v``: (batch, heads, seq_k, head_dim); one dtype,
+    float16 or bfloat16 (float32 also runs: TF32 on a GPU's tensor cores); ``head_dim`` a power of two
+    from 16 to 256; any strides. ``scale``: default ``1 / sqrt(head_dim)``, as torch's
+    ``scaled_dot_product_attention``. ``step``: the ``@triton.jit`` online-softmax update (default
+    :func:`softmax_step`). ``config``: override :func:`config_for`.
+
+        >>> q = torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE)
+        >>> attention(q, q, q, causal=True).shape
+        torch.Size([1, 2, 40, 16])
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"attention: {name} must be a 4-D tensor (batch, heads, seq, head_dim)")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"attention: q, k and v must share a dtype of float16, bfloat16 or float32; got {q.dtype}, "
+                        f"{k.dtype}, {v.dtype}")
+    B, H, S_Q, D = q.shape
+    if k.shape != v.shape or k.shape[:2] != (B, H) or k.shape[3] != D:
+        raise ValueError(f"attention: q is {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must be "
+                         "(batch, heads, seq_k, head_dim) with q's batch, heads and head_dim")
+    if D < 16 or D > 256 or D & (D - 1):
+        raise ValueError(f"attention: head_dim={D}; pass a power of two from 16 to 256 (pad the heads otherwise)")
+    if not (q.device == k.device == v.device):
+        raise ValueError("attention: q, k and v must be on one device")
+    if step is not None and not hasattr(step, "fn"):
+        raise TypeError("attention: step must be a @triton.jit function (m_i, l_i, acc, s, v) -> (m, l, acc)")
+    S_K = k.shape[2]
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if S_Q == 0 or B * H == 0:
+        return out
+    if S_K == 0:
+        raise ValueError("attention: k and v have no keys (seq_k = 0): softmax over nothing is undefined")
+    config = dict(config or config_for(D, causal))
+    block_m = config.pop("BLOCK_M")
+    grid = (triton.cdiv(S_Q, block_m), B * H)
+    extra = {} if step is None else {"STEP": step}
+    attention_kernel[grid](q, k, v, out, scale if scale is not None else 1 / math.sqrt(D), H, S_Q, S_K,
+                           *q.stride(), *k.stride(), *v.stride(), *out.stride(), HEAD_DIM=D, BLOCK_M=block_m,
+                           CAUSAL=bool(causal), **extra, **config)
+    return out
+
+
+def reference(q, k, v, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """:func:`attention` in float64 on the CPU, writing the whole score matrix."""
+    q, k, v = (t.detach().double().cpu() for t in (q, k, v))
+    s = q @ k.transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def flops(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> float:
+    """Multiply-adds of the two products, times two (half of them under a causal mask)."""
+    return 4 * batch * heads * seq * seq * head_dim / (2 if causal else 1)
+
+
+def score_bytes(batch: int, heads: int, seq: int, element_bytes: int = 2) -> int:
+    """Bytes of the score matrix an unfused attention writes and reads back (once each, per pass)."""
+    return batch * heads * seq * seq * element_bytes
