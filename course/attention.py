@@ -63,6 +63,18 @@ def _key_block(q, k_base, v_base, start, rows, S_K, stride_ks, stride_kd, stride
 
 
 @triton.jit
+def key_bounds(pid_m, S_K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The keys query block ``pid_m`` reads: ``[0, full_end)`` whole blocks without a mask, then
+    ``[full_end, end)`` with one (the diagonal, or the last partial block)."""
+    full_end = S_K // BLOCK_N * BLOCK_N
+    end = S_K
+    if CAUSAL:  # keys left of the block's first row are visible to all its rows
+        full_end = tl.minimum(full_end, pid_m * BLOCK_M // BLOCK_N * BLOCK_N)
+        end = tl.minimum(end, (pid_m + 1) * BLOCK_M)
+    return full_end, end
+
+
+@triton.jit
 def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
                      stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                      stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,
@@ -85,12 +97,7 @@ def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    # keys every row of this block sees whole: all the complete blocks, or (causal) those left of the diagonal
-    full_end = S_K // BLOCK_N * BLOCK_N
-    end = S_K
-    if CAUSAL:
-        full_end = tl.minimum(full_end, pid_m * BLOCK_M // BLOCK_N * BLOCK_N)
-        end = tl.minimum(end, (pid_m + 1) * BLOCK_M)
+    full_end, end = key_bounds(pid_m, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     for start in range(0, full_end, BLOCK_N):
         m_i, l_i, acc = _key_block(q, k_base, v_base, start, rows, S_K, stride_ks, stride_kd, stride_vs, stride_vd,
                                    qk_scale, m_i, l_i, acc, HEAD_DIM, BLOCK_N, False, CAUSAL, STEP)
@@ -156,6 +163,53 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                            *q.stride(), *k.stride(), *v.stride(), *out.stride(), HEAD_DIM=D, BLOCK_M=block_m,
                            CAUSAL=bool(causal), **extra, **config)
     return out
+
+
+@triton.jit
+def _bounds_kernel(full_ptr, end_ptr, S_K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    full_end, end = key_bounds(tl.program_id(0), S_K, BLOCK_M, BLOCK_N, CAUSAL)
+    tl.store(full_ptr + tl.program_id(0), full_end)
+    tl.store(end_ptr + tl.program_id(0), end)
+
+
+def key_blocks(S_Q: int, S_K: int, block_m: int, block_n: int, causal: bool) -> torch.Tensor:
+    """Per (query block, key block): 0 not read, 1 read whole, 2 read with a mask, as
+    :func:`attention_kernel` reads them (from :func:`key_bounds`, run in a kernel)."""
+    num_m, num_n = triton.cdiv(S_Q, block_m), triton.cdiv(S_K, block_n)
+    full_end, end = (torch.zeros(num_m, dtype=torch.int32, device=runtime.DEVICE) for _ in range(2))
+    _bounds_kernel[(num_m,)](full_end, end, S_K, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal)
+    start = torch.arange(num_n) * block_n
+    full_end, end = full_end.cpu()[:, None], end.cpu()[:, None]
+    return torch.where(start < full_end, 1, torch.where(start < end, 2, 0))
+
+
+def benchmark(seqs=(1024, 2048, 4096, 8192, 16384), head_dims=(64, 128), tokens: int = 16384, heads: int = 16,
+              dtype=torch.bfloat16) -> list[dict]:
+    """GPU time of :func:`attention` and of torch's ``scaled_dot_product_attention`` on its flash backend,
+    causal and not, batch ``tokens // seq``: one row per (head_dim, causal, seq)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from course import timing
+
+    rows = []
+    for head_dim in head_dims:
+        for causal in (False, True):
+            for seq in seqs:
+                batch = max(1, tokens // seq)
+                q, k, v = (torch.randn(batch, heads, seq, head_dim, device=runtime.DEVICE, dtype=dtype)
+                           for _ in range(3))
+
+                def sdpa():
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                torch_ms = timing.bench(sdpa)
+                ms = timing.bench(lambda: attention(q, k, v, causal=causal))
+                work = flops(batch, heads, seq, head_dim, causal)
+                rows.append(dict(head_dim=head_dim, causal=causal, seq=seq, batch=batch, heads=heads, ms=ms,
+                                 sdpa_ms=torch_ms, ratio=torch_ms / ms, tflops=work / ms / 1e9,
+                                 sdpa_tflops=work / torch_ms / 1e9))
+    return rows
 
 
 def reference(q, k, v, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:

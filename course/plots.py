@@ -365,10 +365,11 @@ def schedules(logs: dict, *, title: str = ""):
 
 
 def category_maps(maps: dict, *, categories: int, label: str, title: str = "", numbers: dict | None = None,
-                  xlabel: str = "tile column (pid_n)", ylabel: str = "tile row (pid_m)"):
+                  xlabel: str = "tile column (pid_n)", ylabel: str = "tile row (pid_m)", names=None):
     """Side by side, each ``{title: 2-D tensor of category ids}`` (e.g. ``persistent.xcd_map``: the
-    chiplet of every tile) in one colour per category, ``categories`` of them, with a legend;
-    ``numbers`` (``{title: tensor of the same shape}``) are written into the cells."""
+    chiplet of every tile) in one colour per category, ``categories`` of them, with a legend
+    (``"<label> <id>"``, or ``names[id]``); ``numbers`` (``{title: tensor of the same shape}``) are
+    written into the cells."""
     import torch
     from matplotlib.patches import Patch
 
@@ -395,7 +396,8 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=f"{label} {i}") for i in range(categories)],
+    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=names[i] if names else f"{label} {i}")
+                        for i in range(categories)],
                loc="outside right", fontsize=8, frameon=False)
     if title:
         fig.suptitle(title)
