@@ -1616,7 +1616,14 @@ def check_softmax_step(softmax_step) -> str:
     from course.check import rel_error
 
     _jit_function("softmax_step", softmax_step, ("m_i", "l_i", "acc", "s", "v"))
-    config = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    source = inspect.getsource(softmax_step.fn)
+    builtin = re.search(r"(?<![\w.])(max|min)\(", source)
+    if builtin:
+        raise _Failed(f"softmax_step calls Python's {builtin.group(1)}(): on tensors use tl.{builtin.group(1)}imum(a, b) "
+                      f"(elementwise) or tl.{builtin.group(1)}(x, axis) (a reduction); the interpreter does not turn "
+                      "the builtin into either")
+    # blocks and head dimension all different, so that a reduction along the wrong axis cannot pass
+    config = dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
     gen = torch.Generator().manual_seed(0)
 
     def run(q, k, v, causal=False):
@@ -1624,18 +1631,23 @@ def check_softmax_step(softmax_step) -> str:
         try:
             out = attention.attention(to(q), to(k), to(v), causal=causal, step=softmax_step, config=config)
         except Exception as err:
-            raise _user_error("inside the attention kernel, your softmax_step", err) from None
+            failed = _user_error("inside the attention kernel, your softmax_step", err)
+            if re.search(r"rank|shape|broadcast|incompatible", str(failed)):
+                failed = _Failed(f"{failed}\n  Shapes: s is [BLOCK_M, BLOCK_N], v [BLOCK_N, d]; return (m, l, acc) in that "
+                                 "order, m and l of shape [BLOCK_M] (reduce s along axis 1), acc [BLOCK_M, d]")
+            raise failed from None
         return out[0, 0].cpu().double()
 
-    # ordinary: 32 queries, 64 keys in 4 blocks, later keys larger so that the maximum grows
-    q = torch.randn(32, 16, generator=gen).half()
-    k = (torch.randn(64, 16, generator=gen) * torch.linspace(0.5, 2.5, 64)[:, None]).half()
-    v = torch.randn(64, 16, generator=gen).half()
+    # ordinary: 64 queries (2 programs), 64 keys in 4 blocks, later keys larger so that the maximum grows
+    q = torch.randn(64, 64, generator=gen).half()
+    k = (torch.randn(64, 64, generator=gen) * torch.linspace(0.5, 2.5, 64)[:, None]).half()
+    v = torch.randn(64, 64, generator=gen).half()
     got = run(q, k, v)
     want = _online_attention(q.double(), k.double(), v.double(), 16)
     if not torch.isfinite(got).all():
         raise _Failed("the output has inf or nan on ordinary scores: does every exp2 subtract the new running "
-                      "maximum m_new (m_i is -inf before the first block), and is l_i a sum of exponentials?")
+                      "maximum m_new (m_i is -inf before the first block; the row maximum is tl.max(s, 1)), and is "
+                      "l_i a sum of exponentials?")
     if not _close(got, want):
         for variant, message in (
                 ("output not rescaled", "acc is not rescaled when the maximum grows: the old terms were weighted by "
@@ -1657,10 +1669,60 @@ def check_softmax_step(softmax_step) -> str:
         if not torch.isfinite(big).all() or not _close(big, want):
             raise _Failed(f"right on ordinary scores, but with scores of {'+' if sign > 0 else '-'}thousands the "
                           "output is " + ("inf or nan" if not torch.isfinite(big).all() else "wrong") + ": an exp2 "
-                          "of a score that is not shifted by the running maximum overflows (or underflows to 0)")
-    causal = run(q, k[:32], v[:32], causal=True)
-    if not _close(causal, attention.reference(q[None, None], k[None, None, :32], v[None, None, :32],
-                                              causal=True)[0, 0]):
+                          "of a score that is not shifted by its row's running maximum (tl.max(s, 1), combined "
+                          "with m_i) overflows, or underflows to 0")
+    causal = run(q, k, v, causal=True)
+    if not _close(causal, attention.reference(q[None, None], k[None, None], v[None, None], causal=True)[0, 0]):
         raise _Failed("right without a mask, wrong with the causal mask: masked scores are -inf, so their "
                       "exponentials must come out 0 (exp2(-inf) is 0; don't replace -inf)")
     return "the online softmax matches float64 on ordinary scores, on scores of ±thousands and under a causal mask"
+
+
+_MODES = ("persistent", "streamk", "tail", "gluon")
+
+
+@_exercise("mode_choice", "Write choose_mode above: the course.gemm mode for an M x N x K bfloat16 product on an H100")
+def check_mode_choice(choose_mode) -> str:
+    """Check ``choose_mode(M, N, K) -> str`` against the recorded benchmark (``gemm_h100-sxm``): on each
+    of its bfloat16 rows, the mode chosen is timed at its recorded ratio to cuBLAS (the persistent
+    kernel's where the record has no figure for it: the mode does not apply there). Passes when the
+    choices reach, over all rows, a geometric mean of at least 0.97 of the best recorded mode's speed,
+    and at least 0.80 of it on every row."""
+    from course import records
+
+    _callable("choose_mode", choose_mode, ("M", "N", "K"))
+    bench = records.load("gemm_h100-sxm")
+    rows = [r for r in bench.rows if r["dtype"] == "bf16"]
+    scored = []
+    for r in rows:
+        M, N, K = r["M"], r["N"], r["K"]
+        try:
+            mode = choose_mode(M, N, K)
+        except Exception as err:
+            raise _user_error(f"choose_mode({M}, {N}, {K})", err) from None
+        if mode not in _MODES:
+            raise _Failed(f"choose_mode({M}, {N}, {K}) returned {mode!r}: return one of "
+                          f"{', '.join(repr(m) for m in _MODES)}")
+        speed = r.get(f"{mode}_ratio") or r["persistent_ratio"]
+        best_mode = max(_MODES, key=lambda m: r.get(f"{m}_ratio") or 0)
+        scored.append((speed / r[f"{best_mode}_ratio"], r, mode, speed, best_mode))
+    if len({s[2] for s in scored}) == 1:
+        only = scored[0][2]
+        worst = min(scored, key=lambda s: s[0])
+        raise _Failed(f"choose_mode returns {only!r} for every shape: at {worst[1]['name']} ({worst[1]['M']} x "
+                      f"{worst[1]['N']} x {worst[1]['K']}) that runs at {worst[0]:.2f} of the best recorded mode. "
+                      "Which shapes leave the last wave of 128 x 256 tiles nearly empty?")
+    geomean = math.exp(sum(math.log(s[0]) for s in scored) / len(scored))
+    worst = min(scored, key=lambda s: s[0])
+    rel, r, mode, speed, best_mode = worst
+    if rel < 0.80:
+        raise _Failed(f"at {r['name']} ({r['M']} x {r['N']} x {r['K']}) your {mode!r} runs at {speed:.2f} of cuBLAS's "
+                      f"speed and {best_mode!r} at {r[f'{best_mode}_ratio']:.2f} (recorded): {rel:.2f} of the best. "
+                      "Count that shape's tiles and waves for each kernel's tiles")
+    if geomean < 0.97:
+        losses = ", ".join(f"{s[1]['name']} ({s[2]}: {s[0]:.2f})" for s in sorted(scored, key=lambda s: s[0])[:3])
+        raise _Failed(f"your choices reach {geomean:.3f} of the best recorded mode on average (geometric mean over "
+                      f"{len(scored)} shapes), under 0.97; the biggest losses: {losses}")
+    hits = sum(s[0] >= 0.999 for s in scored)
+    return (f"your choices reach {geomean:.3f} of the best recorded mode on average and at least {rel:.2f} on every "
+            f"shape; the best one on {hits} of {len(scored)} ({bench.banner})")

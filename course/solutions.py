@@ -137,6 +137,25 @@ def softmax_step(m_i, l_i, acc, s, v):
     return m_new, l_i, acc
 
 
+# --- 12 · choose_mode -----------------------------------------------------------------------------------
+
+def choose_mode(M, N, K):
+    from course import gluon_gemm
+
+    def last_wave(tiles):  # how full the last wave of 132 SMs is
+        return ((tiles - 1) % 132 + 1) / 132
+
+    triton_tiles = -(-M // 128) * -(-N // 256)  # course.gemm's 128 x 256 tiles on big shapes
+    (tile, swap), *_ = gluon_gemm.tile_choices(M, N, 132)
+    gluon_tiles = gluon_gemm.tiles(M, N, swap, tile)
+    # few waves and a mostly idle last one: the Gluon tiles fill it; with many waves the idle part is small
+    if triton_tiles <= 3 * 132 and last_wave(triton_tiles) < 0.6 and last_wave(gluon_tiles) >= 0.85:
+        return "gluon"
+    if triton_tiles > 132 and last_wave(triton_tiles) < 0.6:
+        return "tail"  # the whole waves with big tiles, the leftover strip with small ones
+    return "persistent"
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
@@ -154,6 +173,7 @@ EXERCISES = {
     "streamk_span": (("span",), "exercises.check_streamk_span(span)"),
     "vector_layout": (("vector_layout",), "exercises.check_vector_layout(vector_layout)"),
     "softmax_step": (("softmax_step",), "exercises.check_softmax_step(softmax_step)"),
+    "mode_choice": (("choose_mode",), "exercises.check_mode_choice(choose_mode)"),
 }
 
 

@@ -99,10 +99,12 @@ def prepare(where: str, a, b, out, **blocks) -> tuple[torch.Tensor, bool]:
     return out, bool(M and N and a.shape[1])
 
 
-def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, size: int = 64, seed: int = 0):
-    """What a float16 accumulator loses: relative errors of a ``size x K`` by ``K x size`` float16
-    product whose running sum is kept in float16 (rounded after every K step of ``block_k``) or in
-    float32 (rounded once at the end), against float64. One row per K, for a table or a plot.
+def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, size: int = 64, seed: int = 0,
+                       dtype=torch.float16):
+    """What a 16-bit accumulator loses: relative errors of a ``size x K`` by ``K x size`` product of
+    ``dtype`` (float16 or bfloat16) whose running sum is kept in ``dtype`` (rounded after every K step
+    of ``block_k``) or in float32 (rounded once at the end), against float64. One row per K, for a
+    table or a plot: ``{"K", "fp16 accumulator" (or "bf16 ..."), "fp32 accumulator"}``.
 
     Computed with torch on the CPU, a K step at a time as the kernel's loop does, so the figures
     are the same on every machine.
@@ -110,17 +112,18 @@ def accumulation_error(ks=(64, 256, 1024, 4096, 16384), *, block_k: int = 32, si
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for K in ks:
-        a = torch.randn(size, K, generator=generator).half()
-        b = torch.randn(K, size, generator=generator).half()
+        a = torch.randn(size, K, generator=generator).to(dtype)
+        b = torch.randn(K, size, generator=generator).to(dtype)
         ref = a.double() @ b.double()
-        acc16 = torch.zeros(size, size, dtype=torch.float16)
+        acc16 = torch.zeros(size, size, dtype=dtype)
         acc32 = torch.zeros(size, size, dtype=torch.float32)
         for k in range(0, K, block_k):
             step = a[:, k:k + block_k].float() @ b[k:k + block_k].float()  # one tl.dot: exact products, fp32 sum
-            acc16 = (acc16.float() + step).half()
+            acc16 = (acc16.float() + step).to(dtype)
             acc32 += step
         error = lambda c: (torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref)).item()  # noqa: E731
-        rows.append({"K": K, "fp16 accumulator": error(acc16), "fp32 accumulator": error(acc32.half())})
+        name = "bf16" if dtype == torch.bfloat16 else "fp16"
+        rows.append({"K": K, f"{name} accumulator": error(acc16), "fp32 accumulator": error(acc32.to(dtype))})
     return rows
 
 

@@ -822,8 +822,32 @@ def _softmax_plain(m_i, l_i, acc, s, v):
     return m_i, l_i, acc
 
 
+@triton.jit
+def _softmax_builtin_max(m_i, l_i, acc, s, v):
+    m_new = max(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_wrong_axis(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 0))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_acc_first(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return acc * alpha[:, None] + tl.dot(p.to(v.dtype), v), m_new, l_i * alpha + tl.sum(p, 1)
+
+
 SOFTMAX_WRONG = {
-    "no maximum subtracted": (_softmax_no_max, "not shifted by the running maximum"),
+    "no maximum subtracted": (_softmax_no_max, "not shifted by its row's running maximum"),
     "acc not rescaled": (_softmax_acc_kept, "acc is not rescaled"),
     "l not rescaled": (_softmax_sum_kept, "l_i is not rescaled"),
     "exp for exp2": (_softmax_natural, "this is exp, not exp2"),
@@ -831,9 +855,30 @@ SOFTMAX_WRONG = {
     "m and l swapped": (_softmax_swapped, "(m, l, acc) in that order"),
     "mask replaced": (_softmax_masked_to_zero, "wrong with the causal mask"),
     "no @triton.jit": (_softmax_plain, "forget @triton.jit"),
+    "Python's max": (_softmax_builtin_max, "tl.maximum(a, b)"),
+    "reduced along the wrong axis": (_softmax_wrong_axis, "reduce s along axis 1"),
+    "acc returned first": (_softmax_acc_first, "return (m, l, acc) in that order"),
 }
 
 
 def test_softmax_step_reference_and_wrong_answers():
     assert quiet(exercises.check_softmax_step, solutions.softmax_step).passed
     _assert_wrong_answers_named(exercises.check_softmax_step, SOFTMAX_WRONG)
+
+
+# --- 12: which mode for which shape, against the records ------------------------------------------------
+
+MODE_WRONG = {
+    "always persistent": (lambda M, N, K: "persistent", "for every shape"),
+    "Gluon on small squares": (lambda M, N, K: "gluon" if M < 2000 else "persistent", "square 1024"),
+    "persistent on the qkv layers": (lambda M, N, K: "tail" if M % 3 == 0 else "persistent", "70B qkv M=512"),
+    "not a mode": (lambda M, N, K: "fast", "return one of"),
+    "raises": (lambda M, N, K: 1 / 0, "raised ZeroDivisionError"),
+    "wrong arguments": (lambda shape: "persistent", "must take"),
+}
+
+
+def test_mode_choice_reference_and_wrong_answers():
+    verdict = quiet(exercises.check_mode_choice, solutions.choose_mode)
+    assert verdict.passed and "recorded on" in verdict.message
+    _assert_wrong_answers_named(exercises.check_mode_choice, MODE_WRONG)

@@ -1,0 +1,153 @@
+"""The capstone (notebook 12): a transformer block's GEMMs end to end, every kernel of the course on one
+roofline, and the numerics of low-precision GEMMs.
+
+    shapes = layer_shapes(LLAMA3_8B)              # {"qkv": (N, K), "o": ..., "gate_up": ..., "down": ...}
+    rows = block_benchmark()                      # the four GEMMs back to back: course.gemm against cuBLAS
+    points = course_points()                      # one roofline point per notebook, from the records
+    rows = quantization_error()                   # int8 with per-row scales against float16, outliers or not
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course import runtime
+
+#: Llama-3 8B's block: width, query heads, key/value heads, head dimension, MLP hidden size.
+LLAMA3_8B = dict(width=4096, heads=32, kv_heads=8, head_dim=128, hidden=14336)
+
+
+def layer_shapes(model: dict = LLAMA3_8B) -> dict:
+    """``{layer: (N, K)}`` of the block's four GEMMs (``y = x @ W.T``, W of shape (N, K)): the fused
+    q, k and v projection, the attention output, the fused gate and up projections, the down projection."""
+    qkv = (model["heads"] + 2 * model["kv_heads"]) * model["head_dim"]
+    return {"qkv": (qkv, model["width"]), "o": (model["width"], model["heads"] * model["head_dim"]),
+            "gate_up": (2 * model["hidden"], model["width"]), "down": (model["width"], model["hidden"])}
+
+
+def _loop_ms(fn, iters: int) -> float:
+    """Milliseconds per call of ``fn`` called back to back ``iters`` times, as a model's forward pass
+    calls its layers: host time and GPU time overlap, and whichever is longer sets the pace."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def _graphed(fn):
+    """``fn`` captured in a CUDA graph: one launch replays all its kernels, no Python in between."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (compiles, allocations) off the capture
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def block_benchmark(tokens=(1, 16, 64, 512, 4096, 8192), model: dict = LLAMA3_8B, dtype=torch.bfloat16,
+                    graph_up_to: int = 64) -> list[dict]:
+    """The block's four GEMMs back to back (attention and the elementwise work left out), through
+    ``course.gemm.matmul`` and through ``torch.matmul`` (cuBLAS): milliseconds per block for each number
+    of tokens, called eagerly, and for batches up to ``graph_up_to`` tokens also replayed from a CUDA graph."""
+    from course import gemm
+
+    shapes = layer_shapes(model)
+    weights = {name: torch.randn(N, K, device=runtime.DEVICE, dtype=dtype) / K ** 0.5 for name, (N, K) in shapes.items()}
+    rows = []
+    for M in tokens:
+        inputs = {name: torch.randn(M, K, device=runtime.DEVICE, dtype=dtype) for name, (N, K) in shapes.items()}
+        outs = {name: torch.empty(M, N, device=runtime.DEVICE, dtype=dtype) for name, (N, K) in shapes.items()}
+
+        def ours():
+            for name in shapes:
+                gemm.matmul(inputs[name], weights[name].T, out=outs[name])
+
+        def cublas():
+            for name in shapes:
+                torch.matmul(inputs[name], weights[name].T, out=outs[name])
+
+        iters = 200 if M <= 512 else 20
+        row = dict(M=M, ours_ms=_loop_ms(ours, iters), torch_ms=_loop_ms(cublas, iters))
+        if M <= graph_up_to:
+            row.update(ours_graph_ms=_loop_ms(_graphed(ours), iters), torch_graph_ms=_loop_ms(_graphed(cublas), iters))
+        flops = sum(2 * M * N * K for N, K in shapes.values())
+        row["tflops"] = flops / min(row["ours_ms"], row.get("ours_graph_ms", float("inf"))) / 1e9
+        rows.append(row)
+    return rows
+
+
+def _gemm_point(label, M, N, K, ms, element_bytes=2):
+    from course.plots import Point
+
+    return Point(label, 2.0 * M * N * K, element_bytes * (M * K + K * N + M * N), ms)
+
+
+def course_points() -> list:
+    """One roofline point per kernel the course built, from the records (the largest problem of each),
+    with each kernel's compulsory bytes (inputs read once, output written once)."""
+    from course import records
+    from course.plots import Point
+
+    def last(name):
+        return records.load(name).rows[-1]
+
+    points = []
+    r = last("vector_add")
+    points.append(Point("01 vector add (fp32)", r["n"], 12 * r["n"], r["triton_ms"]))
+    for label, name, key in (("03 naive matmul", "naive_matmul", "this kernel_ms"),
+                             ("04 grouped matmul", "grouped_matmul", "grouped (GROUP_M = 8)_ms"),
+                             ("05 autotuned", "tuned_matmul", "tuned_ms"),
+                             ("06 persistent", "persistent_matmul", "persistent_ms"),
+                             ("07 with the stages", "stages_matmul", "with the stages_ms"),
+                             ("08 fused linear", "quantized_linear", "fused linear_ms")):
+        r = last(name)
+        points.append(_gemm_point(label, r["M"], r["N"], r["K"], r[key]))
+    gemm_rows = records.load("gemm_h100-sxm").rows
+    for name in ("square 8192", "8B qkv M=16"):
+        r = next(r for r in gemm_rows if r["dtype"] == "bf16" and r["name"] == name)
+        points.append(_gemm_point(f"09-10 course.gemm, {name}", r["M"], r["N"], r["K"], r["auto_ms"]))
+    r = next(r for r in records.load("flash_attention").rows if r["head_dim"] == 128 and not r["causal"]
+             and r["seq"] == 4096)
+    io = 4 * r["batch"] * r["heads"] * r["seq"] * r["head_dim"] * 2
+    points.append(Point("11 flash attention, seq 4096", r["tflops"] * r["ms"] * 1e9, io, r["ms"]))
+    r = next(r for r in records.load("fused_mlp").rows if r["kind"] == "SwiGLU" and r["M"] == 4096)
+    flops = 2 * r["M"] * r["d"] * r["hidden"] * 3
+    weights = 2 * 3 * r["d"] * r["hidden"]
+    points.append(Point("11 SwiGLU MLP, fused", flops, weights + 2 * 2 * r["M"] * r["d"] + r["hidden_mb"]["fused"] * 1e6,
+                        r["fused_ms"]))
+    return points
+
+
+def quantization_error(M: int = 64, K: int = 256, N: int = 48, outlier_scale: float = 50.0, seed: int = 0,
+                       **blocks) -> list[dict]:
+    """Relative error against float64 of ``x @ w.T`` computed in float16 and in int8 with one scale per
+    row of x and of w (``epilogues.quantize``, ``epilogues.linear``), for ordinary activations and for
+    activations whose first 4 channels are ``outlier_scale`` times larger (as some channels of large
+    language models are)."""
+    from course import epilogues
+    from course.check import rel_error
+
+    generator = torch.Generator().manual_seed(seed)
+    w = torch.randn(N, K, generator=generator)
+    rows = []
+    for case in ("ordinary", "outlier channels"):
+        x = torch.randn(M, K, generator=generator)
+        if case == "outlier channels":
+            x[:, :4] *= outlier_scale
+        ref = x.double() @ w.double().T
+        x_dev, w_dev = x.to(runtime.DEVICE), w.to(runtime.DEVICE)
+        fp16 = epilogues.linear(x_dev.half(), w_dev.half(), out_dtype=torch.float32, **blocks)
+        (xq, xs), (wq, ws) = epilogues.quantize(x_dev), epilogues.quantize(w_dev)
+        int8 = epilogues.linear(xq, wq, a_scale=xs, w_scale=ws, **blocks)
+        rows.append(dict(case=case, fp16=rel_error(fp16, ref), int8=rel_error(int8, ref)))
+    return rows
