@@ -347,6 +347,26 @@ def _save_plain(filename, rows, meta):
     print(f"saved {path}")
 
 
+def throughput_figure(rows, machine, dname: str, *, caption=None, record=None):
+    """TFLOP/s of every mode and of the reference on the benchmark's squares of dtype ``dname``
+    ("bf16", "fp16", "int8"), under that dtype's datasheet peak; None without such rows."""
+    from course import plots
+
+    sq = [r for r in rows if r["dtype"] == dname and r["name"].startswith("square")]
+    if not sq:
+        return None
+    series = {"reference (" + sq[0]["reference"].split(" ")[0] + ")": ([r["M"] for r in sq],
+                                                                       [r["ref_tflops"] or 0 for r in sq])}
+    for mode in MODES:
+        done = [r for r in sq if r.get(f"{mode}_tflops")]  # "tail" only where a shape has a split
+        if done:
+            series[f"ours, {mode}"] = ([r["M"] for r in done], [r[f"{mode}_tflops"] for r in done])
+    peak = machine.peak_tflops.get("int8" if dname == "int8" else dname)
+    return plots.throughput(series, xlabel="M = N = K", ylabel="TFLOP/s (TOP/s for int8)", ceiling=peak,
+                            ceiling_label=f"{dname} datasheet peak", title=f"GEMM throughput, {dname}",
+                            caption=caption, record=record)
+
+
 def _plots(rows, machine, out_dir, caption):
     try:
         import matplotlib
@@ -357,17 +377,8 @@ def _plots(rows, machine, out_dir, caption):
         print(f"no plots: {e}")
         return
     for dname in sorted({r["dtype"] for r in rows}):
-        sq = [r for r in rows if r["dtype"] == dname and r["name"].startswith("square")]
-        if sq:
-            series = {"reference (" + sq[0]["reference"].split(" ")[0] + ")": ([r["M"] for r in sq], [r["ref_tflops"] or 0 for r in sq])}
-            for mode in MODES:
-                done = [r for r in sq if r.get(f"{mode}_tflops")]  # "tail" only where a shape has a split
-                if done:
-                    series[f"ours, {mode}"] = ([r["M"] for r in done], [r[f"{mode}_tflops"] for r in done])
-            peak = machine.peak_tflops.get("int8" if dname == "int8" else dname)
-            fig = plots.throughput(series, xlabel="M = N = K", ylabel="TFLOP/s (TOP/s for int8)", ceiling=peak,
-                                   ceiling_label=f"{dname} datasheet peak", title=f"GEMM throughput, {dname}",
-                                   caption=caption)
+        fig = throughput_figure(rows, machine, dname, caption=caption)
+        if fig is not None:
             fig.savefig(Path(out_dir) / f"gemm_throughput_{dname}.png", dpi=110)
         if dname in ("bf16", "fp16", "int8"):
             pts = [plots.Point(f"{r['name']}", 2.0 * r["M"] * r["N"] * r["K"], r["bytes"], r["auto_ms"])

@@ -92,7 +92,10 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
     ax.loglog(x[x >= ridge], np.full((x >= ridge).sum(), peak), color="dimgray", lw=2.5,
               label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype}, {'measured' if measured_peaks else 'datasheet'})")
     ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge point: {ridge:,.0f} FLOP/byte")
-    for p, style in zip(points, itertools.cycle(_STYLES)):
+    # past the six line styles, points still differ: ten colours, eleven markers
+    markers = itertools.cycle("os^Dv<P>Xh*")
+    for i, p in enumerate(points):
+        style = _STYLES[i] if len(points) <= len(_STYLES) else dict(marker=next(markers), color=f"C{i % 10}")
         ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9, mew=2,
                 label=f"{p.label}: {p.tflops:.3g} TFLOP/s")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
@@ -156,7 +159,8 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
     for i, ((name, values), style) in enumerate(zip(series.items(), itertools.cycle(_STYLES))):
         xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
         drawn = ax.bar(xs, values, width, label=name, color=style["color"])
-        ax.bar_label(drawn, fmt="%.0f", fontsize=7, padding=1)
+        ax.bar_label(drawn, fmt="%.0f" if max(max(v) for v in series.values()) >= 10 else "%.2f", fontsize=7,
+                     padding=1)  # ratios near 1 keep two decimals
     ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
