@@ -355,16 +355,17 @@ def throughput_figure(rows, machine, dname: str, *, caption=None, record=None):
     sq = [r for r in rows if r["dtype"] == dname and r["name"].startswith("square")]
     if not sq:
         return None
-    series = {"reference (" + sq[0]["reference"].split(" ")[0] + ")": ([r["M"] for r in sq],
-                                                                       [r["ref_tflops"] or 0 for r in sq])}
+    reference = sq[0]["reference"].split(" ")[0]
+    series = {"cuBLAS (torch.matmul)" if reference == "torch.matmul" else reference:
+              ([r["M"] for r in sq], [r["ref_tflops"] or 0 for r in sq])}
     for mode in MODES:
         done = [r for r in sq if r.get(f"{mode}_tflops")]  # "tail" only where a shape has a split
         if done:
             series[f"ours, {mode}"] = ([r["M"] for r in done], [r[f"{mode}_tflops"] for r in done])
     peak = machine.peak_tflops.get("int8" if dname == "int8" else dname)
-    return plots.throughput(series, xlabel="M = N = K", ylabel="TFLOP/s (TOP/s for int8)", ceiling=peak,
-                            ceiling_label=f"{dname} datasheet peak", title=f"GEMM throughput, {dname}",
-                            caption=caption, record=record)
+    return plots.throughput(series, xlabel="M = N = K", ylabel="TOP/s" if dname == "int8" else "TFLOP/s",
+                            ceiling=peak, ceiling_label=f"{dname} datasheet peak", title=f"GEMM throughput, {dname}",
+                            caption=caption, record=record, xticks=sorted({r["M"] for r in sq}))
 
 
 def _plots(rows, machine, out_dir, caption):

@@ -139,20 +139,21 @@ def softmax_step(m_i, l_i, acc, s, v):
 
 # --- 12 · choose_mode -----------------------------------------------------------------------------------
 
-def choose_mode(M, N, K):
+def choose_mode(M, N, K, tile):
     from course import gluon_gemm
 
     def last_wave(tiles):  # how full the last wave of 132 SMs is
         return ((tiles - 1) % 132 + 1) / 132
 
-    triton_tiles = -(-M // 128) * -(-N // 256)  # course.gemm's 128 x 256 tiles on big shapes
-    (tile, swap), *_ = gluon_gemm.tile_choices(M, N, 132)
-    gluon_tiles = gluon_gemm.tiles(M, N, swap, tile)
-    # few waves and a mostly idle last one: the Gluon tiles fill it; with many waves the idle part is small
-    if triton_tiles <= 3 * 132 and last_wave(triton_tiles) < 0.6 and last_wave(gluon_tiles) >= 0.85:
+    triton_tiles = -(-M // tile[0]) * -(-N // tile[1])
+    (gluon_tile, swap), *_ = gluon_gemm.tile_choices(M, N, 132)
+    gluon_tiles = gluon_gemm.tiles(M, N, swap, gluon_tile)
+    # few waves and a partly idle last one: the Gluon tiles fill it; with many waves the idle part is small,
+    # and with full waves Triton's own pipeline is faster
+    if triton_tiles <= 3 * 132 and last_wave(triton_tiles) < 0.75 and last_wave(gluon_tiles) >= 0.85:
         return "gluon"
     if triton_tiles > 132 and last_wave(triton_tiles) < 0.6:
-        return "tail"  # the whole waves with big tiles, the leftover strip with small ones
+        return "tail"  # the whole waves with big tiles, the thin last strip with small ones
     return "persistent"
 
 

@@ -869,12 +869,14 @@ def test_softmax_step_reference_and_wrong_answers():
 # --- 12: which mode for which shape, against the records ------------------------------------------------
 
 MODE_WRONG = {
-    "always persistent": (lambda M, N, K: "persistent", "for every shape"),
-    "Gluon on small squares": (lambda M, N, K: "gluon" if M < 2000 else "persistent", "square 1024"),
-    "persistent on the qkv layers": (lambda M, N, K: "tail" if M % 3 == 0 else "persistent", "70B qkv M=512"),
-    "not a mode": (lambda M, N, K: "fast", "return one of"),
-    "raises": (lambda M, N, K: 1 / 0, "raised ZeroDivisionError"),
-    "wrong arguments": (lambda shape: "persistent", "must take"),
+    "always persistent": (lambda M, N, K, tile: "persistent", "mostly empty"),
+    "always Gluon": (lambda M, N, K, tile: "gluon", "where the waves are full"),
+    "Gluon on small squares": (lambda M, N, K, tile: "gluon" if M < 2000 else "persistent", "square 1024"),
+    "one shape by heart": (lambda M, N, K, tile: "gluon" if M == 1536 else "tail", "8B qkv M=512"),
+    "always tail": (lambda M, N, K, tile: "tail" if M > 0 else "persistent", "thin last one"),
+    "not a mode": (lambda M, N, K, tile: "fast", "return one of"),
+    "raises": (lambda M, N, K, tile: 1 / 0, "raised ZeroDivisionError"),
+    "wrong arguments": (lambda M, N, K: "persistent", "must take"),
 }
 
 
