@@ -74,7 +74,7 @@ def key_bounds(pid_m, S_K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL:
     return full_end, end
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["S_Q", "S_K"])  # a length of 1 compiled as a constant crashed ptxas (Triton 3.6)
 def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
                      stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                      stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,

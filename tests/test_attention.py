@@ -40,7 +40,7 @@ def test_against_torch_sdpa_and_scale():
 
 def test_large_logits_stay_finite():
     for sign in (1, -1):  # scores of +-thousands: the running maximum keeps every exp2 in range
-        q, k, v = _qkv(1, 1, 48, 80, 16, torch.float32, scale=300.0 * sign)
+        q, k, v = _qkv(1, 1, 48, 80, 16, torch.float16, scale=300.0 * sign)  # fp16: exact products (TF32 is not)
         out = attention.attention(q, k, v)
         assert torch.isfinite(out).all()
         check(f"large logits x{sign}", out, attention.reference(q, k, v))

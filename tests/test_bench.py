@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+import course
 from course import bench, check
 
 
@@ -100,7 +101,7 @@ def test_broad_verdict_names_the_worst_shape(capsys):
 
 def test_host_rows_measure_ours_torch_and_a_bare_launch(capsys):
     # On the CPU the numbers are the interpreter's; the bookkeeping is what is tested here.
-    rows = bench.host_rows([("tiny", 16, 16, 16)], torch.float32, calls=2, device="cpu")
+    rows = bench.host_rows([("tiny", 16, 16, 16)], torch.float32, calls=2, device=course.DEVICE)
     (row,) = rows
     for key in ("ours_host_us", "torch_host_us", "bare_triton_host_us", "ours_back_to_back_us",
                 "torch_back_to_back_us"):
