@@ -365,7 +365,17 @@ def throughput_figure(rows, machine, dname: str, *, caption=None, record=None):
     peak = machine.peak_tflops.get("int8" if dname == "int8" else dname)
     return plots.throughput(series, xlabel="M = N = K", ylabel="TOP/s" if dname == "int8" else "TFLOP/s",
                             ceiling=peak, ceiling_label=f"{dname} datasheet peak", title=f"GEMM throughput, {dname}",
-                            caption=caption, record=record, xticks=sorted({r["M"] for r in sq}))
+                            caption=caption, record=record, xticks=_spaced(sorted({r["M"] for r in sq})))
+
+
+def _spaced(sizes, ratio: float = 1.1):
+    """``sizes`` without those within ``ratio`` of the previous one kept (4224 after 4096): their labels
+    would overlap on a log axis."""
+    kept = []
+    for size in sizes:
+        if not kept or size >= ratio * kept[-1]:
+            kept.append(size)
+    return kept
 
 
 def _plots(rows, machine, out_dir, caption):
