@@ -384,7 +384,8 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
     written = numbers is not None and cols <= 32 and rows <= 32  # numbers stay legible up to 32 x 32 cells
     side = max(4.8, 0.3 * cols) if written else 4.8
     widths = [torch.as_tensor(m).shape[-1] for m in maps.values()]  # panels as wide as their columns
-    fig, axes = plt.subplots(1, len(maps), figsize=(side * sum(widths) / cols + 1.5, max(4.2, side * rows / cols)),
+    height = max(4.2 if rows > 2 else 1.9, side * rows / cols)  # a single row (a 1-D tensor) stays a strip
+    fig, axes = plt.subplots(1, len(maps), figsize=(side * sum(widths) / cols + 1.5, height),
                              layout="constrained", squeeze=False, width_ratios=widths)
     cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
     for ax, (name, values) in zip(axes[0], maps.items()):
@@ -400,6 +401,8 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        if values.shape[0] == 1:
+            ax.set_yticks([])
     fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=names[i] if names else f"{label} {i}")
                         for i in range(categories)],
                loc="outside right", fontsize=8, frameon=False)
@@ -421,8 +424,9 @@ def ownership(owners: dict, *, number: str = "thread", colour: str = "warp", tit
             key, value = key[None, :], value[None, :]
         maps[name], numbers[name] = key, value
     count = max(int(m.max()) for m in maps.values()) + 1
+    flat = all(owner[colour].dim() == 1 for owner in owners.values())
     return category_maps(maps, categories=count, label=colour, title=title or f"who holds each element ({number})",
-                         numbers=numbers, xlabel="column j", ylabel="row i")
+                         numbers=numbers, xlabel="index i" if flat else "column j", ylabel="" if flat else "row i")
 
 
 def streamk_map(log: dict, *, title: str = ""):
