@@ -111,6 +111,8 @@ def course_points() -> list:
     points = []
     r = last("vector_add")
     points.append(Point("01 vector add (fp32)", r["n"], 12 * r["n"], r["triton_ms"]))
+    r = last("fusion_bias_gelu")  # bytes from the measured bandwidth; one operation counted per element
+    points.append(Point("02 fused bias + GELU", r["n"], r["fused_gbps"] * r["fused_ms"] * 1e6, r["fused_ms"]))
     for label, name, key in (("03 naive matmul", "naive_matmul", "this kernel_ms"),
                              ("04 grouped matmul", "grouped_matmul", "grouped (GROUP_M = 8)_ms"),
                              ("05 autotuned", "tuned_matmul", "tuned_ms"),

@@ -1719,13 +1719,17 @@ def check_mode_choice(choose_mode) -> str:
                       f"recorded mode. {why[0].upper() + why[1:]}")
     geomean = math.exp(sum(math.log(s[0]) for s in scored) / len(scored))
     if score < 0.90:
-        raise _Failed(f"at {where} your {mode!r} runs at {speed:.2f} of cuBLAS's speed and {best_mode!r} at "
-                      f"{r[f'{best_mode}_ratio']:.2f} (recorded): {score:.2f} of the best. Count that shape's tiles "
-                      "and waves for each kernel's tiles")
+        raise _Failed(f"at {where} your {mode!r} runs at {speed:.2f}x cuBLAS's speed, the best mode, {best_mode!r}, "
+                      f"at {r[f'{best_mode}_ratio']:.2f}x (recorded): {score:.2f} of the best. Count that shape's tiles "
+                      "and waves for each kernel's tiles (an idle part of the last wave costs about 1 / waves of "
+                      "the run)")
     if geomean < 0.99:
         losses = ", ".join(f"{s[1]['name']} ({s[2]}: {s[0]:.2f})" for s in sorted(scored, key=lambda s: s[0])[:3])
         raise _Failed(f"your choices reach {geomean:.3f} of the best recorded mode on average (geometric mean over "
                       f"{len(scored)} shapes, within 3 % counted as a tie), under 0.99; the biggest losses: {losses}")
     hits = sum(s[0] == 1.0 for s in scored)
+    outside = "; ".join(f"{s[1]['name']}: {s[2]!r} at {s[0]:.2f} of {s[4]!r}" for s in sorted(scored, key=lambda s: s[0])
+                        if s[0] < 1.0)
     return (f"your choices reach {geomean:.3f} of the best recorded mode on average and at least {score:.2f} on every "
-            f"shape, within 3 % of the best on {hits} of {len(scored)} ({bench.banner})")
+            f"shape, within 3 % of the best on {hits} of {len(scored)}" + (f" (the others: {outside})" if outside else "")
+            + f". {bench.banner}")
