@@ -395,10 +395,10 @@ def _call_key(tensors, options) -> "tuple | None":
     negation flags. None for arguments that are no tensors, are not strided (sparse or nested
     tensors have no strides) or are not hashable: the checks say what is wrong with them."""
     try:
-        key = (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 32, t.requires_grad,
-                                         t.is_neg()) for t in tensors), *options)
-        hash(key)  # a config given as a dict is not
-        return key
+        hash(options)  # a config given as a dict is not hashable; the tensors' part always is
+        # a list, not a generator, and the device's index, not the device: this runs on every call
+        return (*[None if t is None else (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 31,
+                                          t.requires_grad, t.is_neg()) for t in tensors], *options)
     except (AttributeError, TypeError, RuntimeError):
         return None
 
