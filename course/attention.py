@@ -210,9 +210,8 @@ def benchmark(seqs=(1024, 2048, 4096, 8192, 16384), head_dims=(64, 128), tokens:
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-                rounds = [(timing.bench(sdpa), timing.bench(lambda: attention(q, k, v, causal=causal)))
-                          for _ in range(3)]  # taking turns, the median of each: the GPU's clock drifts
-                torch_ms, ms = (sorted(times)[1] for times in zip(*rounds))
+                medians = timing.in_turns({"sdpa": sdpa, "ours": lambda: attention(q, k, v, causal=causal)})
+                torch_ms, ms = medians["sdpa"], medians["ours"]
                 work = flops(batch, heads, seq, head_dim, causal)
                 rows.append(dict(head_dim=head_dim, causal=causal, seq=seq, batch=batch, heads=heads, ms=ms,
                                  sdpa_ms=torch_ms, ratio=torch_ms / ms, tflops=work / ms / 1e9,

@@ -59,7 +59,7 @@ def block_benchmark(tokens=(1, 16, 64, 512, 4096, 8192), model: dict = LLAMA3_8B
     """The block's four GEMMs back to back (attention and the elementwise work left out), through
     ``course.gemm.matmul`` and through ``torch.matmul`` (cuBLAS): milliseconds per block for each number
     of tokens, called eagerly, and for batches up to ``graph_up_to`` tokens also replayed from a CUDA graph."""
-    from course import gemm
+    from course import gemm, timing
 
     shapes = layer_shapes(model)
     weights = {name: torch.randn(N, K, device=runtime.DEVICE, dtype=dtype) / K ** 0.5
@@ -81,12 +81,7 @@ def block_benchmark(tokens=(1, 16, 64, 512, 4096, 8192), model: dict = LLAMA3_8B
         calls = {"ours_ms": ours, "torch_ms": cublas}
         if M <= graph_up_to:
             calls.update(ours_graph_ms=_graphed(ours), torch_graph_ms=_graphed(cublas))
-        # three rounds, taking turns, and the median of each: a GPU's clock drifts with its temperature
-        times = {key: [] for key in calls}
-        for _ in range(3):
-            for key, call in calls.items():
-                times[key].append(_loop_ms(call, iters))
-        row = dict(M=M, **{key: sorted(t)[1] for key, t in times.items()})
+        row = dict(M=M, **timing.in_turns(calls, measure=lambda call: _loop_ms(call, iters)))
         flops = sum(2 * M * N * K for N, K in shapes.values())
         row["tflops"] = flops / min(row["ours_ms"], row.get("ours_graph_ms", float("inf"))) / 1e9
         rows.append(row)

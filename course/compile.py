@@ -295,7 +295,7 @@ def source(kernel) -> str:
 
 def _jit_source(kernel) -> str:
     """A ``@triton.jit`` (or ``@gluon.jit``) function's source, under a plain decorator."""
-    lines = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()
+    lines = source(kernel).splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
     decorator = "@gluon.jit" if type(kernel).__name__ == "GluonJITFunction" else "@triton.jit"
     return decorator + "\n" + "\n".join(lines[start:])

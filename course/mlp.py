@@ -153,11 +153,7 @@ def benchmark(shapes=(("GELU", 512, 4096, 16384), ("GELU", 4096, 4096, 16384), (
             calls = {"torch": lambda: torch_swiglu_mlp(x, w1, w3, w2),
                      "unfused": lambda: unfused_swiglu_mlp(x, w1, w3, w2), "fused": lambda: swiglu_mlp(x, packed, w2)}
         row = dict(kind=kind, M=M, d=d, hidden=hidden)
-        times = {name: [] for name in calls}
-        for _ in range(3):  # three rounds, taking turns, and the median: a GPU's clock drifts with its temperature
-            for name, call in calls.items():
-                times[name].append(timing.bench(call))
-        row.update({f"{name}_ms": sorted(t)[1] for name, t in times.items()})
+        row.update({f"{name}_ms": ms for name, ms in timing.in_turns(calls).items()})
         row["hidden_mb"] = {k: v / 1e6 for k, v in hidden_traffic(M, hidden, swiglu=kind == "SwiGLU").items()}
         rows.append(row)
     return rows

@@ -156,11 +156,11 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
             raise ValueError(f"bars: series {name!r} has {len(values)} values for {len(categories)} categories")
     fig, ax = _axes(ax, (min(12, max(8, 0.6 * len(categories) * len(series))), 4.5))
     width = 0.8 / len(series)
+    fmt = "%.0f" if max(max(v) for v in series.values()) >= 10 else "%.2f"  # ratios near 1 keep two decimals
     for i, ((name, values), style) in enumerate(zip(series.items(), itertools.cycle(_STYLES))):
         xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
         drawn = ax.bar(xs, values, width, label=name, color=style["color"])
-        ax.bar_label(drawn, fmt="%.0f" if max(max(v) for v in series.values()) >= 10 else "%.2f", fontsize=7,
-                     padding=1)  # ratios near 1 keep two decimals
+        ax.bar_label(drawn, fmt=fmt, fontsize=7, padding=1)
     ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")

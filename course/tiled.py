@@ -13,8 +13,6 @@ Notebooks 04 and 05 change the order in which programs take tiles, and the block
 
 from __future__ import annotations
 
-import statistics
-
 import torch
 import triton
 import triton.language as tl
@@ -302,13 +300,10 @@ def time_matmuls(shapes, impls: dict, *, dtype=torch.float16, rounds: int = 3, d
         b = torch.randn(K, N, device=runtime.DEVICE, dtype=dtype)
         c = torch.empty(M, N, device=runtime.DEVICE, dtype=dtype)
         row = {"shape": f"{M} x {N} x {K}", "M": M, "N": N, "K": K}
-        times = {label: [] for label in impls}
-        for _ in range(rounds):
-            for label, fn in impls.items():
-                times[label].append(timing.bench(lambda: fn(a, b, c)))
-        for label, ms in times.items():
-            row[f"{label}_ms"] = statistics.median(ms)
-            row[f"{label}_tflops"] = timing.tflops(2 * M * N * K, row[f"{label}_ms"])
+        medians = timing.in_turns({label: lambda fn=fn: fn(a, b, c) for label, fn in impls.items()}, rounds=rounds)
+        for label, ms in medians.items():
+            row[f"{label}_ms"] = ms
+            row[f"{label}_tflops"] = timing.tflops(2 * M * N * K, ms)
         rows.append(row)
         del a, b, c  # free this shape's inputs before allocating the next
     return rows

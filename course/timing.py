@@ -91,6 +91,24 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+def in_turns(calls: dict, *, rounds: int = 3, measure: Callable[[Callable[[], object]], float] | None = None) -> dict:
+    """``{label: median ms}`` of each ``calls[label]()`` (by ``measure``, default :func:`bench`), the
+    calls taking turns ``rounds`` times: a GPU's clock drifts with its temperature, and turns spread
+    the drift over all of them.
+
+        >>> sorted(in_turns({"a": lambda: None, "b": lambda: None}, rounds=1))
+        ['a', 'b']
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"in_turns(rounds={rounds!r}): pass an int, at least 1")
+    measure = measure or bench
+    times = {label: [] for label in calls}
+    for _ in range(rounds):
+        for label, call in calls.items():
+            times[label].append(measure(call))
+    return {label: statistics.median(ms) for label, ms in times.items()}
+
+
 def autotune_bench(fn: Callable[[], object], quantiles=(0.5, 0.2, 0.8)) -> list[float]:
     """A timer with ``triton.testing.do_bench``'s signature, for ``triton.autotune(do_bench=...)``:
     :func:`bench` (so it also runs under the interpreter, one wall-clock run per config), the same

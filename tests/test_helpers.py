@@ -502,3 +502,13 @@ def test_a_numpy_that_breaks_the_interpreter_is_named(monkeypatch):
     monkeypatch.setattr(numpy, "__version__", "2.3.5")
     monkeypatch.setattr(runtime.triton, "__version__", "3.6.0")
     assert runtime.interpreter_numpy_problem() is None
+
+
+def test_in_turns_takes_turns_and_keeps_each_median():
+    order, times = [], iter([5.0, 1.0, 3.0, 2.0, 4.0, 9.0])  # a, b, a, b, a, b
+    medians = timing.in_turns({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                              measure=lambda call: (call(), next(times))[1])
+    assert order == ["a", "b"] * 3
+    assert medians == {"a": 4.0, "b": 2.0}
+    with pytest.raises(ValueError, match="rounds=0"):
+        timing.in_turns({"a": lambda: None}, rounds=0)
