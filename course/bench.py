@@ -530,10 +530,11 @@ HOST_SHAPES = [("decode 8B qkv", 1, 6144, 4096), ("decode 8B o", 16, 4096, 4096)
 
 
 def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[dict]:
-    """Per shape, host microseconds per call (``course.timing.host_us``) of ``course.gemm.matmul``,
-    ``torch.matmul`` and a bare launch of a plain Triton kernel (``course.tiled``'s, one launch, no
-    checks), and the back-to-back time per call of ``calls`` calls in a row, synchronized at the
-    end (wall time: the slower of host and GPU), for ours and torch."""
+    """Per shape, host microseconds per call (``course.timing.host_us``, median of 7 turns) of
+    ``course.gemm.matmul``, ``torch.matmul`` and a bare launch of a plain Triton kernel
+    (``course.tiled``'s, one launch, no checks), and the back-to-back time per call of ``calls``
+    calls in a row, synchronized at the end (wall time: the slower of host and GPU), for ours and
+    torch."""
     from course import gemm, tiled, timing
 
     rows = []
@@ -543,16 +544,22 @@ def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[
         fns = {"ours": lambda: gemm.matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out),
                "bare_triton": lambda: tiled.launch(tiled.matmul_kernel, a, b, out)}
         row = dict(name=name, M=M, N=N, K=K)
-        for key, fn in fns.items():
-            row[f"{key}_host_us"] = timing.host_us(fn, calls)
-        for key in ("ours", "torch"):
-            fns[key]()
+        # in turns, median of 7: one batch of calls can catch a garbage collection or a busy core
+        host = timing.in_turns(fns, rounds=7, measure=lambda fn: timing.host_us(fn, calls))
+        for key, us in host.items():
+            row[f"{key}_host_us"] = us
+        def back_to_back_us(fn):
+            fn()
             _synchronize(device)
             start = time.perf_counter()
             for _ in range(calls):
-                fns[key]()
+                fn()
             _synchronize(device)
-            row[f"{key}_back_to_back_us"] = (time.perf_counter() - start) / calls * 1e6
+            return (time.perf_counter() - start) / calls * 1e6
+
+        wall = timing.in_turns({key: fns[key] for key in ("ours", "torch")}, rounds=7, measure=back_to_back_us)
+        for key, us in wall.items():
+            row[f"{key}_back_to_back_us"] = us
         row["back_to_back_ratio"] = row["torch_back_to_back_us"] / row["ours_back_to_back_us"]
         rows.append(row)
     return rows

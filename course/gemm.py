@@ -188,7 +188,7 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
     while True:
         try:
             _run_plan(plan, a, b, c, bias, a_scale, b_scale)
-            return functools.partial(_run_plan, plan)
+            return _replay(plan)
         except triton.runtime.errors.OutOfResources as e:
             # Too many pipeline stages for this GPU's shared memory: one fewer, remembered in the plan.
             config = plan.config
@@ -200,22 +200,41 @@ def _launch(a, b, c, config: Config, mode: str, *, a_scale=None, b_scale=None, b
 
 
 def _run_plan(plan: _LaunchPlan, a, b, c, bias, a_scale, b_scale):
-    """One launch of ``plan`` on these operands (laid out as the plan's): the tensor descriptors
-    rebased on them and the Stream-K workspace of this stream; the kernel is bound once per plan
-    (``course.launcher``)."""
+    """One launch of ``plan`` on these operands (laid out as the plan's) with the Stream-K workspace
+    of this stream: directly where the bound kernel can (it encodes the descriptors of the tensors
+    itself), else through Triton with the plan's descriptors rebased on them. The kernel is bound
+    once per plan (``course.launcher``)."""
     if plan.bound is None:
         _bind(plan, a, b, c)
     partials = flags = c
     if plan.streamk:
         partials, flags = _workspace(a.device, *plan.streamk)
-    bound = plan.bound
-    A, B, C = a, b, c  # the bound launch encodes descriptors of these itself, or:
-    if not bound.takes_tensors:
+    rest = (c if a_scale is None else a_scale, c if b_scale is None else b_scale, c if bias is None else bias,
+            partials, flags, *plan.ints)
+    if not plan.bound.direct(a, b, c, *rest):  # the first launch, or a profiler's hook installed
         da, db, dc = plan.descriptors
-        A, B, C = (t if d is None else rebased(d, t) for d, t in ((da, a), (db, b), (dc, c)))
-    bound(A, B, C, c if a_scale is None else a_scale, c if b_scale is None else b_scale, c if bias is None else bias,
-          partials, flags, *plan.ints)
+        plan.bound(*(t if d is None else rebased(d, t) for d, t in ((da, a), (db, b), (dc, c))), *rest)
     return c
+
+
+def _replay(plan: _LaunchPlan):
+    """``route(a, b, c, bias, a_scale, b_scale)``: ``_run_plan(plan, ...)`` for a plan already
+    launched once; where it needs no Stream-K workspace, one direct launch with its pointers given
+    as addresses (``BoundLaunch.direct``), ``C``'s once for every unused pointer."""
+    bound, ints = plan.bound, plan.ints
+    if plan.streamk or not bound.takes_tensors:
+        return functools.partial(_run_plan, plan)
+    a_tma, b_tma, c_tma = (d is not None for d in plan.descriptors)
+    direct = bound.direct
+
+    def launch(a, b, c, bias, a_scale, b_scale):
+        p = c.data_ptr()
+        if not direct(a if a_tma else a.data_ptr(), b if b_tma else b.data_ptr(), c if c_tma else p,
+                      p if a_scale is None else a_scale.data_ptr(), p if b_scale is None else b_scale.data_ptr(),
+                      p if bias is None else bias.data_ptr(), p, p, *ints):
+            _run_plan(plan, a, b, c, bias, a_scale, b_scale)  # through Triton (a profiler's hook, say)
+
+    return launch
 
 
 def _bind(plan: _LaunchPlan, a, b, c):
@@ -408,29 +427,29 @@ def _again(route, M, N, out_dtype, operands):
     on addresses is done again (the output, the overlap check, descriptors, the launch).
     ``operands``: ``(out, a, b, bias, a_scale, b_scale)`` of the call that made the route; later
     calls' tensors are laid out as these."""
-    extents = {}  # bytes from an operand's first element to past its last, per position in the call
-    for name, t in zip(_NAMES, operands):
-        if t is not None:
-            first, last = span(t)
-            extents[name] = last - first
+    if operands[0] is None:  # no out (the key tells apart calls with and without one): a new output
+        def call(a, b, bias, out, a_scale=None, b_scale=None):
+            c = torch.empty((M, N), device=a.device, dtype=out_dtype)
+            route(a, b, c, bias, a_scale, b_scale)
+            return c
 
-    def overlap_checked(out, a, b, bias, a_scale, b_scale):
-        o_first = out.data_ptr()
-        o_last = o_first + extents["out"]
-        for name, t in zip(_NAMES[1:], (a, b, bias, a_scale, b_scale)):
-            if name in extents:
-                first = t.data_ptr()
-                if first < o_last and o_first < first + extents[name]:  # byte ranges meet: look closer
-                    check_no_overlap(out, ((name, t),))
+        return call
+    first, last = span(operands[0])
+    out_extent = last - first
+    # per input (by its position after out): the bytes from its first element to past its last
+    extents = tuple((i, last - first) for i, (first, last) in
+                    ((i, span(t)) for i, t in enumerate(operands[1:]) if t is not None))
 
     def call(a, b, bias, out, a_scale=None, b_scale=None):
-        if out is None:
-            c = torch.empty((M, N), device=a.device, dtype=out_dtype)
-        else:
-            c = out
-            overlap_checked(out, a, b, bias, a_scale, b_scale)
-        route(a, b, c, bias, a_scale, b_scale)
-        return c
+        inputs = (a, b, bias, a_scale, b_scale)
+        o_first = out.data_ptr()
+        o_last = o_first + out_extent
+        for i, extent in extents:
+            first = inputs[i].data_ptr()
+            if first < o_last and o_first < first + extent:  # byte ranges meet: look closer
+                check_no_overlap(out, ((_NAMES[i + 1], inputs[i]),))
+        route(a, b, out, bias, a_scale, b_scale)
+        return out
 
     return call
 

@@ -163,10 +163,13 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
 def _streamk_pays(M, N, K, config, sms, dtype=None):
     # A Stream-K piece costs a pipeline fill and a shared tile a fix-up (notes/gemm-decisions.md).
     tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
-    if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full,
-        # or shares a long K among programs when the tiles leave half the SMs idle (K >= 48 steps)
-        long_k = cdiv(K, config.block_k) >= 48
-        return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and long_k)
+    if config.block_m <= 64:  # decode: Stream-K fills a last wave that is less than half full, or
+        # shares K when the tiles leave half the SMs idle (24+ K-steps); either way only where each
+        # share is 512+ of K: else its fix-up (a partial through L2, a flag) costs what it spreads
+        shared = streamk_tiles_for(M, N, config, sms)
+        if not shared or K < 512 * max(1, sms // shared):
+            return False
+        return (tiles > sms and tiles % sms < sms // 2) or (2 * tiles <= sms and cdiv(K, config.block_k) >= 24)
     one_byte = dtype is not None and ELEMENT_SIZE.get(dtype, 2) == 1
     if one_byte:
         return False

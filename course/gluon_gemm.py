@@ -358,11 +358,10 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: t
                  for name in names}  # built once, rebased on each call
 
     def launch(a, b, c, bias):
-        if bound.takes_tensors:  # it encodes the descriptors of these itself (b.T starts where b does)
-            x, y = (b, a) if swap else (a, b)
-            bound(x, y, y, c, c, bias if bias is not None else c, R, Q, K)
+        x, y = (b, a) if swap else (a, b)  # a direct launch encodes their descriptors (b.T starts where b does)
+        if bound.direct(x, y, y, c, c, bias if bias is not None else c, R, Q, K):
             return c
-        x, y = operands(a, b)
+        x, y = operands(a, b)  # the first launch, or a profiler's hook installed: through Triton
         x_desc, y_desc, c_desc = rebased(templates["x"], x), rebased(templates["y"], y), rebased(templates["c"], c)
         y2_desc, c2_desc = y_desc, c_desc  # placeholders where the tile has no extra columns
         if extra:

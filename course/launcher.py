@@ -10,6 +10,7 @@ and launches the compiled binary directly::
     launch = BoundLaunch(kernel, (num_programs,), dict(BLOCK=128, num_warps=4))
     launch(x, y, n)   # the first call compiles (or loads) through kernel[grid]
     launch(x, y, n)   # later calls go straight to the compiled kernel's launcher
+    launch.direct(x.data_ptr(), y.data_ptr(), n)  # the same, pointers as addresses; False: not launched
 
 The arguments of each call must match the first call's specialization: the same dtypes, the same
 16-byte alignment of every pointer, the same integers equal to 1 and divisible by 16, and tensor
@@ -51,24 +52,39 @@ class BoundLaunch:
         self._descriptors = ()  # (position, metadata, {base address: encoded arguments}) per descriptor
 
     def __call__(self, *args):
+        if self.direct(*args):
+            return
         compiled = self.compiled
-        device = self._current_device() if compiled is not None else None
-        if compiled is None or device != self.device or _hooks_installed():
+        if compiled is None or self._current_device() != self.device or _hooks_installed():
             self._first(args)
             return
-        stream = self._current_stream(device)
-        if self._raw is None:
-            compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, None, None, None, *args,
-                         *self._constexprs)
-            return
-        final = [*self.grid, stream, compiled.function, *self._fixed]
+        # a launcher this module does not know: its own run(), which binds nothing but encodes descriptors
+        compiled.run(*self.grid, self._current_stream(self.device), compiled.function, compiled.packed_metadata,
+                     None, None, None, *args, *self._constexprs)
+
+    def direct(self, *args) -> bool:
+        """Launch through the compiled kernel's C launcher and return True, or return False having
+        launched nothing where ``self(*args)`` must go through Triton: before the first call, on
+        another device, with a launch hook installed or with a launcher not as expected. Pointer
+        arguments may be given as addresses (``t.data_ptr()``): the launcher then skips its own
+        ``data_ptr()`` call and driver query for each."""
+        compiled = self.compiled
+        if compiled is None or self._raw is None:
+            return False
+        device = self._current_device()
+        if device != self.device or _hooks_installed():
+            return False
+        final = [*self.grid, self._current_stream(device), compiled.function, *self._fixed]
         start = 0
         for position, metadata, maps, template in self._descriptors:
-            final += args[start:position]
+            if position > start:
+                final += args[start:position]
             base = args[position]
-            if not isinstance(base, torch.Tensor):  # a descriptor, not its tensor
+            try:
+                ptr = base.data_ptr()
+            except AttributeError:  # a descriptor, not its tensor
                 base = base.base
-            ptr = base.data_ptr()
+                ptr = base.data_ptr()
             encoded = maps.get(ptr)
             if encoded is None:
                 encoded = make_tensordesc_arg(rebased(template, base), metadata)
@@ -79,6 +95,7 @@ class BoundLaunch:
             start = position + 1
         final += args[start:]
         self._raw(*final, *self._constexprs)
+        return True
 
     def _first(self, args):
         compiled = self.kernel[self.grid](*args, **self.options)
@@ -90,8 +107,9 @@ class BoundLaunch:
                 p.is_constexpr and p.name in self.options for p in later):
             return  # constexprs between runtime parameters, or defaults left out: not bound
         self._constexprs = tuple(self.options[p.name] for p in later)
-        # driver.active is a proxy that resolves each attribute: keep the two functions a launch needs
-        self._current_device = driver.active.get_current_device
+        # driver.active is a proxy that resolves each attribute: keep the two functions a launch needs (for
+        # the device, torch's C getter: torch.cuda.current_device() adds a lazy-init check, and CUDA is up)
+        self._current_device = getattr(torch._C, "_cuda_getDevice", None) or driver.active.get_current_device
         self._current_stream = driver.active.get_current_stream
         self.device = self._current_device()
         self._raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)

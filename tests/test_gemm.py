@@ -454,6 +454,31 @@ def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
             matmul(a, b, mode=mode, out=out)
 
 
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode, M, N, K", [("auto", 1, 4096, 4096), ("auto", 512, 1024, 1000),
+                                           ("gluon", 512, 1024, 1024)])  # pointers; TMA descriptors; Gluon
+def test_a_replayed_call_goes_through_triton_while_a_profiler_hook_is_installed(mode, M, N, K):
+    import triton
+
+    if mode == "gluon" and not gemm_config.gluon_here():
+        pytest.skip("the Gluon kernel needs an sm_90 GPU")
+    b = _randn(N, K).T
+    for _ in range(2):  # the second call replays the first's route
+        a = _randn(M, K)
+        check("replayed", matmul(a, b, mode=mode, out=poisoned((M, N), torch.float16, DEVICE)), _reference(a, b))
+    seen = []
+    hook = lambda metadata: seen.append(metadata)  # noqa: E731  (a profiler's hook)
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        a = _randn(M, K)
+        got = matmul(a, b, mode=mode, out=poisoned((M, N), torch.float16, DEVICE))
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    check("with a hook", got, _reference(a, b))
+    assert seen, "the hook saw no launch: the route launched around Triton"
+
+
 def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
     # gemm._again replays a recorded route (compiled only); its overlap check runs here without a GPU
     launched = []
@@ -466,7 +491,9 @@ def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
     with pytest.raises(ValueError, match="out and a share memory"):
         call(buf[:M * K].view(M, K), b, None, buf[16:16 + M * N].view(M, N))
     assert len(launched) == 1, "refused before launching"
-    assert call(a, b, None, None).shape == (M, N) and len(launched) == 2
+    # a call without out has a key of its own, and its route makes a new output each time
+    new_out = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (None, a, b, None, None, None))
+    assert new_out(a, b, None, None).shape == (M, N) and len(launched) == 2
 
 
 @gpu

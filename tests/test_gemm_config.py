@@ -102,6 +102,25 @@ def test_decode_takes_128_wide_tiles_for_wide_weights(monkeypatch):
         gemm_config.heuristic_config.cache_clear()
 
 
+def test_decode_shares_k_only_in_shares_of_512_or_more(monkeypatch):
+    """Decode's Stream-K (H100, 132 SMs): each program's share of a shared tile's K is at least 512,
+    and a tile leaving half the SMs idle needs 24 K-steps to be worth splitting."""
+    monkeypatch.setattr(gemm_config.runtime, "INTERPRET", False)
+    mode = lambda M, N, K, cfg: gemm_config.choose_mode(M, N, K, cfg, 132, torch.bfloat16, gluon=False)  # noqa: E731
+    wide, narrow = Config(64, 128, 128, tma=True), Config(16, 64, 256)
+    # Falcon-7B up: at M = 32, 142 tiles, the 10 past one wave shared 13 ways: 4544 / 13 < 512 each;
+    # 64 x 64 tiles make 284 (20 shared 6 ways) and at M = 1 16 x 64 tiles too: 757 each
+    assert mode(32, 18176, 4544, wide) == "persistent"
+    assert mode(32, 18176, 4544, Config(64, 64, 128)) == "streamk"
+    assert mode(1, 18176, 4544, narrow) == "streamk"
+    # GPT-2-XL at M = 1: 25 tiles shared 5 ways; down (K = 6400) 1280 each, o (K = 1600) 320
+    assert mode(1, 1600, 6400, narrow) == "streamk"
+    assert mode(1, 1600, 1600, narrow) == "persistent"
+    assert mode(16, 4096, 4096, narrow) == "persistent"  # 64 tiles, 16 K-steps: under 24
+    assert mode(16, 4096, 14336, narrow) == "streamk"  # 56 K-steps
+    assert mode(1, 152064, 3584, narrow) == "persistent"  # 2376 tiles: 18 whole waves, nothing to share
+
+
 def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
     # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 128 x 144 makes 132; 3072^3 288
     # (2.2 waves: a tail split) against 384 of 192 x 128 (2.9); 512 x 6144 makes 96 against 128 with

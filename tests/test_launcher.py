@@ -54,6 +54,25 @@ def test_a_launch_hook_sees_every_launch():
     check("with a hook", out, 2 * x.double().cpu(), tol=1e-6)
 
 
+@pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+@pytest.mark.gpu
+def test_direct_takes_addresses_and_declines_what_it_cannot_launch():
+    n = 4096
+    bound = BoundLaunch(_scaled_add, (n // 256,), dict(BLOCK=256, num_warps=4))
+    x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+    assert not bound.direct(x, y, torch.empty_like(x), n, 1.0), "nothing compiled yet: no direct launch"
+    bound(x, y, torch.empty_like(x), n, 1.0)
+    out = poisoned((n,), torch.float32, DEVICE)
+    assert bound.direct(x.data_ptr(), y, out.data_ptr(), n, 0.5), "bound: pointers as addresses launch directly"
+    check("addresses", out, x.double().cpu() + 0.5 * y.double().cpu(), tol=1e-6)
+    hook = lambda metadata: None  # noqa: E731
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        assert not bound.direct(x.data_ptr(), y, out.data_ptr(), n, 0.5), "a hook wants kernel[grid]"
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+
+
 def test_constexprs_given_by_position_are_not_bound():
     n = 300
     bound = BoundLaunch(_constexpr_first, (triton.cdiv(n, 128),), {})
