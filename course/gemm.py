@@ -219,22 +219,24 @@ def _run_plan(plan: _LaunchPlan, a, b, c, bias, a_scale, b_scale):
 
 def _replay(plan: _LaunchPlan):
     """``route(a, b, c, bias, a_scale, b_scale)``: ``_run_plan(plan, ...)`` for a plan already
-    launched once; where it needs no Stream-K workspace, one direct launch with its pointers given
-    as addresses (``BoundLaunch.direct``), ``C``'s once for every unused pointer."""
+    launched once. Where it needs no Stream-K workspace the route has ``route.addressed(pa, pb, pc,
+    a, b, c, bias, a_scale, b_scale)`` too, for a caller that has the addresses of A, B and C: one
+    direct launch with every pointer and descriptor given by address (``BoundLaunch.direct``), C's
+    for each unused pointer."""
     bound, ints = plan.bound, plan.ints
+    route = functools.partial(_run_plan, plan)
     if plan.streamk or not bound.takes_tensors:
-        return functools.partial(_run_plan, plan)
-    a_tma, b_tma, c_tma = (d is not None for d in plan.descriptors)
+        return route
     direct = bound.direct
 
-    def launch(a, b, c, bias, a_scale, b_scale):
-        p = c.data_ptr()
-        if not direct(a if a_tma else a.data_ptr(), b if b_tma else b.data_ptr(), c if c_tma else p,
-                      p if a_scale is None else a_scale.data_ptr(), p if b_scale is None else b_scale.data_ptr(),
-                      p if bias is None else bias.data_ptr(), p, p, *ints):
+    def addressed(pa, pb, pc, a, b, c, bias, a_scale, b_scale):
+        if not direct(pa, pb, pc, pc if a_scale is None else a_scale.data_ptr(),
+                      pc if b_scale is None else b_scale.data_ptr(), pc if bias is None else bias.data_ptr(), pc, pc,
+                      *ints):
             _run_plan(plan, a, b, c, bias, a_scale, b_scale)  # through Triton (a profiler's hook, say)
 
-    return launch
+    route.addressed = addressed
+    return route
 
 
 def _bind(plan: _LaunchPlan, a, b, c):
@@ -427,28 +429,33 @@ def _again(route, M, N, out_dtype, operands):
     on addresses is done again (the output, the overlap check, descriptors, the launch).
     ``operands``: ``(out, a, b, bias, a_scale, b_scale)`` of the call that made the route; later
     calls' tensors are laid out as these."""
+    launch = getattr(route, "addressed", None) or (
+        lambda pa, pb, pc, a, b, c, bias, a_scale, b_scale: route(a, b, c, bias, a_scale, b_scale))
     if operands[0] is None:  # no out (the key tells apart calls with and without one): a new output
         def call(a, b, bias, out, a_scale=None, b_scale=None):
             c = torch.empty((M, N), device=a.device, dtype=out_dtype)
-            route(a, b, c, bias, a_scale, b_scale)
+            launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), a, b, c, bias, a_scale, b_scale)
             return c
 
         return call
-    first, last = span(operands[0])
-    out_extent = last - first
-    # per input (by its position after out): the bytes from its first element to past its last
-    extents = tuple((i, last - first) for i, (first, last) in
-                    ((i, span(t)) for i, t in enumerate(operands[1:]) if t is not None))
+    # the bytes from each operand's first element to past its last: out's, a's, b's, then the vectors' by
+    # their position in (bias, a_scale, b_scale)
+    out_extent, a_extent, b_extent = (span(t)[1] - span(t)[0] for t in operands[:3])
+    vectors = tuple((i, span(t)[1] - span(t)[0]) for i, t in enumerate(operands[3:]) if t is not None)
 
     def call(a, b, bias, out, a_scale=None, b_scale=None):
-        inputs = (a, b, bias, a_scale, b_scale)
-        o_first = out.data_ptr()
-        o_last = o_first + out_extent
-        for i, extent in extents:
-            first = inputs[i].data_ptr()
-            if first < o_last and o_first < first + extent:  # byte ranges meet: look closer
-                check_no_overlap(out, ((_NAMES[i + 1], inputs[i]),))
-        route(a, b, out, bias, a_scale, b_scale)
+        pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
+        po_end = po + out_extent
+        if pa < po_end and po < pa + a_extent:  # byte ranges meet: look closer
+            check_no_overlap(out, (("a", a),))
+        if pb < po_end and po < pb + b_extent:
+            check_no_overlap(out, (("b", b),))
+        for i, extent in vectors:
+            t = (bias, a_scale, b_scale)[i]
+            first = t.data_ptr()
+            if first < po_end and po < first + extent:
+                check_no_overlap(out, ((_NAMES[i + 3], t),))
+        launch(pa, pb, po, a, b, out, bias, a_scale, b_scale)
         return out
 
     return call

@@ -67,7 +67,8 @@ class BoundLaunch:
         launched nothing where ``self(*args)`` must go through Triton: before the first call, on
         another device, with a launch hook installed or with a launcher not as expected. Pointer
         arguments may be given as addresses (``t.data_ptr()``): the launcher then skips its own
-        ``data_ptr()`` call and driver query for each."""
+        ``data_ptr()`` call and driver query for each. So may tensor descriptors, by the address of
+        the tensor they describe, laid out as the first call's (see ``takes_tensors``)."""
         compiled = self.compiled
         if compiled is None or self._raw is None:
             return False
@@ -79,15 +80,17 @@ class BoundLaunch:
         for position, metadata, maps, template in self._descriptors:
             if position > start:
                 final += args[start:position]
-            base = args[position]
-            try:
-                ptr = base.data_ptr()
-            except AttributeError:  # a descriptor, not its tensor
-                base = base.base
+            arg = args[position]
+            if type(arg) is int:  # the described tensor's address
+                ptr, base = arg, None
+            elif isinstance(arg, torch.Tensor):
+                ptr, base = arg.data_ptr(), arg
+            else:  # a descriptor: its tensor
+                base = arg.base
                 ptr = base.data_ptr()
             encoded = maps.get(ptr)
             if encoded is None:
-                encoded = make_tensordesc_arg(rebased(template, base), metadata)
+                encoded = make_tensordesc_arg(rebased(template, base if base is not None else _Address(ptr)), metadata)
                 if len(maps) >= _MAPS_PER_DESCRIPTOR:
                     maps.clear()
                 maps[ptr] = encoded
@@ -120,6 +123,18 @@ class BoundLaunch:
         """Whether a call may pass, in place of each tensor descriptor, the tensor it describes
         (laid out as the first call's; the encoded descriptor comes from this launch's cache)."""
         return self._raw is not None
+
+
+class _Address:
+    """A tensor's address where a descriptor's encoding asks for its tensor (only ``data_ptr()`` is read)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def data_ptr(self) -> int:
+        return self.ptr
 
 
 def _raw_launcher(compiled, args) -> tuple:

@@ -491,6 +491,15 @@ def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
     with pytest.raises(ValueError, match="out and a share memory"):
         call(buf[:M * K].view(M, K), b, None, buf[16:16 + M * N].view(M, N))
     assert len(launched) == 1, "refused before launching"
+    bias = _randn(N)
+    with_bias = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, bias, None, None))
+    buf = _randn(M * N + N)
+    with pytest.raises(ValueError, match="out and bias share memory"):
+        with_bias(a, b, buf[M * N - 2:M * N - 2 + N], buf[:M * N].view(M, N))
+    buf = _randn(K * N + M * N)
+    with pytest.raises(ValueError, match="out and b share memory"):
+        with_bias(a, buf[:K * N].view(K, N), bias, buf[K * N - 8:K * N - 8 + M * N].view(M, N))
+    assert len(launched) == 1, "refused before launching"
     # a call without out has a key of its own, and its route makes a new output each time
     new_out = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (None, a, b, None, None, None))
     assert new_out(a, b, None, None).shape == (M, N) and len(launched) == 2
