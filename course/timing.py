@@ -92,9 +92,9 @@ def _gpu_bench(fn, warmup: float, rep: float) -> float:
 
 
 def in_turns(calls: dict, *, rounds: int = 3, measure: Callable[[Callable[[], object]], float] | None = None) -> dict:
-    """``{label: median ms}`` of each ``calls[label]()`` (by ``measure``, default :func:`bench`), the
-    calls taking turns ``rounds`` times: a GPU's clock drifts with its temperature, and turns spread
-    the drift over all of them.
+    """``{label: median}`` of ``measure(calls[label])`` (default :func:`bench`, in ms), the calls
+    taking turns ``rounds`` times: a GPU's clock drifts with its temperature, and turns spread the
+    drift over all of them.
 
         >>> sorted(in_turns({"a": lambda: None, "b": lambda: None}, rounds=1))
         ['a', 'b']
