@@ -295,6 +295,35 @@ def tile_choices(M: int, N: int, num_sms: int) -> list:
     return sorted(((tile, swap) for tile in TILES for swap in (False, True)), key=cost)
 
 
+@functools.lru_cache(maxsize=1024)
+def group_for(rows: int, cols: int, tile: tuple, num_programs: int) -> int:
+    """The ``GROUP`` of the grouped tile order for an output of ``rows`` x ``cols`` (rows along the
+    tile's rows) on ``num_programs`` persistent programs: the one whose waves of tiles touch the
+    fewest operand rows (row tiles of A times their height plus column tiles of B times their
+    width, summed over the waves), what L2 must hold or fetch again while a wave runs; ties go to 8.
+
+        >>> group_for(4096, 1600, (128, 144), 132), group_for(1000, 4544, (128, 144), 132)
+        (1, 8)
+    """
+    row_tiles, col_tiles = -(-rows // tile[0]), -(-cols // tile[1])
+    count = row_tiles * col_tiles
+
+    def touched(group):
+        total = 0
+        for start in range(0, count, num_programs):
+            seen_rows, seen_cols = set(), set()
+            for t in range(start, min(count, start + num_programs)):  # in _tile_coords's order
+                per_group = group * col_tiles
+                first = (t // per_group) * group
+                height = min(row_tiles - first, group)
+                seen_rows.add(first + (t % per_group) % height)
+                seen_cols.add((t % per_group) // height)
+            total += len(seen_rows) * tile[0] + len(seen_cols) * tile[1]
+        return total
+
+    return min((1, 2, 4, 8, 16, 32), key=lambda g: (touched(g), abs(g - 8)))
+
+
 def unsupported(a, b, c, swap: bool) -> str | None:
     """Why this kernel cannot compute ``c = a @ b`` here (None when it can)."""
     if gluon is None:
@@ -326,13 +355,14 @@ def _descriptor(t: torch.Tensor, block: list, layout) -> "TensorDescriptor":
 
 
 def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, swap: bool,
-                num_sms: int, group: int = 8, tile: tuple = WIDE) -> torch.Tensor:
+                num_sms: int, group: int | None = None, tile: tuple = WIDE) -> torch.Tensor:
     """``c = a @ b (+ bias)`` with ``tile`` (a key of ``TILES``) tiles, their rows along N when
-    ``swap`` (inputs already checked, see :func:`unsupported`)."""
+    ``swap``, in grouped order of ``group`` row tiles (default: :func:`group_for`'s); inputs already
+    checked (see :func:`unsupported`)."""
     return wide_launch(a, b, c, bias, swap, num_sms, group, tile)(a, b, c, bias)
 
 
-def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: tuple = WIDE):
+def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = None, tile: tuple = WIDE):
     """``launch(a, b, c, bias)``, which runs :func:`matmul_wide` for operands laid out as these (the
     same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
     (``course.launcher``)."""
@@ -340,6 +370,8 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int = 8, tile: t
     N = b.shape[1]
     y_kmajor = True if swap else tma_layout(b)  # swap: Y = A (M x K), a K-major operand
     R, Q = (N, M) if swap else (M, N)
+    if group is None:
+        group = group_for(R, Q, tile, num_sms)
     blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
     blocks = {name: (block, _shared_layout(tuple(block), a.dtype == torch.bfloat16)) for name, block in blocks.items()}
     extra = constexprs["EXTRA"]

@@ -515,6 +515,17 @@ def test_autotune_picks_a_config_that_is_right():
 
 
 @pytest.mark.skipif(gluon_gemm.gluon is None, reason="this Triton has no Gluon")
+def test_gluon_group_keeps_the_waves_on_few_operand_rows():
+    """gluon_gemm.group_for (132 programs): row-major order (1) where the tiles are few across, as
+    GPT-2-XL's 1600 columns in 128 x 144 tiles and Phi-3-mini qkv at M = 1000 with the rows along N;
+    the default 8 on the benchmark set's Gluon shapes."""
+    assert gluon_gemm.group_for(4096, 1600, (128, 144), 132) == 1
+    assert gluon_gemm.group_for(9216, 1000, (192, 128), 132) == 1
+    for rows, cols, tile in [(1536, 1536, (128, 144)), (3072, 3072, (192, 128)), (6144, 512, (192, 128)),
+                             (512, 10240, (128, 320)), (1000, 4544, (128, 144))]:
+        assert gluon_gemm.group_for(rows, cols, tile, 132) == 8, (rows, cols, tile)
+
+
 def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     # Gluon has no interpreter, so on a CPU this is the only check of the kernel: Triton compiles it
     # for sm_90 to a cubin (API drift between Triton releases fails here, not on a learner's GPU).
