@@ -537,6 +537,15 @@ def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[
     torch."""
     from course import gemm, tiled, timing
 
+    def back_to_back_us(fn):  # wall time per call of ``calls`` calls in a row
+        fn()
+        _synchronize(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _synchronize(device)
+        return (time.perf_counter() - start) / calls * 1e6
+
     rows = []
     for name, M, N, K in shapes:
         a, b, _ = _inputs(dtype, M, N, K, device=device, name=name)
@@ -548,15 +557,6 @@ def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[
         host = timing.in_turns(fns, rounds=7, measure=lambda fn: timing.host_us(fn, calls))
         for key, us in host.items():
             row[f"{key}_host_us"] = us
-        def back_to_back_us(fn):
-            fn()
-            _synchronize(device)
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            _synchronize(device)
-            return (time.perf_counter() - start) / calls * 1e6
-
         wall = timing.in_turns({key: fns[key] for key in ("ours", "torch")}, rounds=7, measure=back_to_back_us)
         for key, us in wall.items():
             row[f"{key}_back_to_back_us"] = us

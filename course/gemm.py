@@ -438,10 +438,13 @@ def _again(route, M, N, out_dtype, operands):
             return c
 
         return call
-    # the bytes from each operand's first element to past its last: out's, a's, b's, then the vectors' by
-    # their position in (bias, a_scale, b_scale)
-    out_extent, a_extent, b_extent = (span(t)[1] - span(t)[0] for t in operands[:3])
-    vectors = tuple((i, span(t)[1] - span(t)[0]) for i, t in enumerate(operands[3:]) if t is not None)
+    def extent(t):  # the bytes from t's first element to past its last
+        first, last = span(t)
+        return last - first
+
+    # out's, a's and b's extents, then the vectors' by their position in (bias, a_scale, b_scale)
+    out_extent, a_extent, b_extent = map(extent, operands[:3])
+    vectors = tuple((i, extent(t)) for i, t in enumerate(operands[3:]) if t is not None)
 
     def call(a, b, bias, out, a_scale=None, b_scale=None):
         pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()

@@ -35,7 +35,7 @@ import functools
 
 import torch
 
-from course import hardware, runtime
+from course import hardware, runtime, tiled
 from course.gemm_layout import tma_layout
 from course.launcher import BoundLaunch, rebased
 
@@ -299,27 +299,24 @@ def tile_choices(M: int, N: int, num_sms: int) -> list:
 def group_for(rows: int, cols: int, tile: tuple, num_programs: int) -> int:
     """The ``GROUP`` of the grouped tile order for an output of ``rows`` x ``cols`` (rows along the
     tile's rows) on ``num_programs`` persistent programs: the one whose waves of tiles touch the
-    fewest operand rows (row tiles of A times their height plus column tiles of B times their
-    width, summed over the waves), what L2 must hold or fetch again while a wave runs; ties go to 8.
+    fewest operand rows, :func:`course.tiled.wave_footprint`'s blocks of A and B weighted by the
+    tile's height and width and summed over the waves (what L2 must hold or fetch again while a
+    wave runs); ties go to 8.
 
         >>> group_for(4096, 1600, (128, 144), 132), group_for(1000, 4544, (128, 144), 132)
         (1, 8)
     """
     row_tiles, col_tiles = -(-rows // tile[0]), -(-cols // tile[1])
-    count = row_tiles * col_tiles
+    t = torch.arange(row_tiles * col_tiles)
 
-    def touched(group):
-        total = 0
-        for start in range(0, count, num_programs):
-            seen_rows, seen_cols = set(), set()
-            for t in range(start, min(count, start + num_programs)):  # in _tile_coords's order
-                per_group = group * col_tiles
-                first = (t // per_group) * group
-                height = min(row_tiles - first, group)
-                seen_rows.add(first + (t % per_group) % height)
-                seen_cols.add((t % per_group) // height)
-            total += len(seen_rows) * tile[0] + len(seen_cols) * tile[1]
-        return total
+    def touched(group):  # every tile's place in _tile_coords's order, then the waves' footprints
+        per_group = group * col_tiles
+        first = t // per_group * group
+        height = (row_tiles - first).clamp(max=group)
+        pid_m, pid_n = first + t % per_group % height, t % per_group // height
+        waves = (tiled.wave_footprint(pid_m[start:], pid_n[start:], num_programs)
+                 for start in range(0, len(t), num_programs))
+        return sum(w["A row blocks"] * tile[0] + w["B column blocks"] * tile[1] for w in waves)
 
     return min((1, 2, 4, 8, 16, 32), key=lambda g: (touched(g), abs(g - 8)))
 
