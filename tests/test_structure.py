@@ -11,7 +11,9 @@ import pytest
 import course  # noqa: F401  (decides GPU or interpreter first)
 
 COURSE = Path(__file__).resolve().parent.parent / "course"
-MODULES = sorted(p.stem for p in COURSE.glob("*.py") if p.stem != "__init__")
+# Modules by dotted name under course/: "gemm", "exercises.nb03" (a package counts as its __init__).
+MODULES = sorted(".".join(p.relative_to(COURSE).with_suffix("").parts).removesuffix(".__init__")
+                 for p in COURSE.rglob("*.py") if p.relative_to(COURSE).parts != ("__init__.py",))
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -21,16 +23,23 @@ def test_docstring_examples_run(name):
     assert result.failed == 0, f"course.{name}: {result.failed} of {result.attempted} docstring examples failed"
 
 
+def _path(name):
+    path = COURSE.joinpath(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def _course_imports(name):
     """{imported course module: [names taken from it]} for course/<name>.py, imports inside functions too."""
     found = {}
-    for node in ast.walk(ast.parse((COURSE / f"{name}.py").read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "course":
+    for node in ast.walk(ast.parse(_path(name).read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course"):
+            package = node.module.removeprefix("course").removeprefix(".")
             for alias in node.names:
-                if alias.name in MODULES:
-                    found.setdefault(alias.name, [])
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course."):
-            found.setdefault(node.module.split(".")[1], []).extend(a.name for a in node.names)
+                child = f"{package}.{alias.name}".lstrip(".")
+                if child in MODULES:  # "from course import gemm", "from course.exercises import core"
+                    found.setdefault(child, [])
+                elif package in MODULES:  # "from course.exercises.core import Failed"
+                    found.setdefault(package, []).append(alias.name)
     return found
 
 
@@ -48,11 +57,11 @@ def test_no_import_circle():
 
 @pytest.mark.parametrize("name", MODULES)
 def test_no_private_name_of_another_module(name):
-    tree = ast.parse((COURSE / f"{name}.py").read_text())
+    tree = ast.parse(_path(name).read_text())
     imported = _course_imports(name)
     private = [f"from course.{mod} import {n}" for mod, names in imported.items() for n in names if n.startswith("_")]
     private += [f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in imported and node.value.id != name and node.attr.startswith("_")
                 and not node.attr.startswith("__")]
-    assert not private, f"course/{name}.py uses private names of other modules: {', '.join(private)}"
+    assert not private, f"course.{name} uses private names of other modules: {', '.join(private)}"

@@ -1,0 +1,465 @@
+"""What every exercise check shares: verdicts (✓, ✗ or "not attempted", printed as one line), the
+time limit, error hints, launch recording and the small helpers the notebook modules use."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import dis
+import inspect
+import io
+import math
+import re
+import textwrap
+import warnings
+from typing import Callable
+
+import torch
+
+from course import runtime
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check: ``status`` is "passed", "failed" or "not attempted"."""
+
+    exercise: str
+    status: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def line(self) -> str:
+        mark = {"passed": "✓", "failed": "✗", "not attempted": "✎"}[self.status]
+        return f"{mark} {self.exercise}: {self.message}"
+
+
+class Failed(Exception):
+    """Raised inside a check to end it with a ✗ line (caught by :func:`exercise`)."""
+
+    def __init__(self, message: str, picture=None):
+        super().__init__(message)
+        self.picture = picture
+
+
+class TimedOut(BaseException):
+    """Raised by :func:`time_limit` when a check runs too long."""
+
+
+class NotAttempted(Exception):
+    """Raised inside a check for a part still to write (the message says which), or with no message
+    for a stub."""
+
+
+_VERDICTS: dict[str, Verdict] = {}  # the latest verdict of each exercise
+
+
+_LAST: Verdict | None = None
+
+
+def last() -> Verdict | None:
+    """The verdict of the check that ran last (None before any)."""
+    return _LAST
+
+
+def exercise(name: str, what_to_write: str):
+    """Turn a check body into an exercise check: stubs get the "not attempted" line, a ``Failed``
+    gets one ✗ line (and its picture, if any), an error raised by the learner's own code is
+    reported in a few lines without the checker's frames, success gets the ✓ line."""
+
+    def wrap(body: Callable[..., str]):
+        def check(*args, **kwargs):
+            global _LAST
+            picture = None
+            try:
+                if args and all(is_stub(a) for a in args):
+                    raise NotAttempted
+                with time_limit(TIME_LIMIT_S), warnings.catch_warnings():
+                    # numpy's overflow and divide-by-zero warnings from a wrong kernel under the
+                    # interpreter say nothing the verdict does not
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    verdict = Verdict(name, "passed", body(*args, **kwargs))
+            except NotAttempted as pending:
+                what = str(pending) or what_to_write
+                verdict = Verdict(name, "not attempted",
+                                  f"not attempted yet.\n  {what}, then run this cell again.\n"
+                                  f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
+            except Failed as failure:
+                verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
+            except TimedOut as timeout:
+                verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
+                                                  "your kernel end (a while loop must advance its counter)?")
+            _VERDICTS[name] = _LAST = verdict
+            print(verdict.line)
+            if picture is not None:
+                show(picture)
+
+        check.__name__ = body.__name__
+        check.__doc__ = body.__doc__
+        check.__wrapped__ = body
+        return check
+
+    return wrap
+
+
+# Under the interpreter a kernel whose loop never ends would hang the cell: a check gives up after this.
+TIME_LIMIT_S = 120
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise a ✗ if the block runs longer than ``seconds`` (interpreter, main thread, POSIX only:
+    a compiled kernel that hangs cannot be stopped from Python)."""
+    import signal
+    import threading
+
+    usable = (runtime.INTERPRET and hasattr(signal, "SIGALRM")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def give_up(signum, frame):
+        raise TimedOut(seconds)  # not an Exception: the interpreter and the checks must not catch it
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def show(fig) -> None:
+    """Display a matplotlib figure once (in Jupyter) and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is not None:
+            display(fig)
+    finally:
+        plt.close(fig)
+
+
+def is_stub(fn) -> bool:
+    """True for a function (or ``@triton.jit`` kernel) whose body is only ``...``, ``pass`` or a docstring."""
+    fn = getattr(fn, "fn", fn)  # a Triton kernel wraps the Python function
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
+    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
+def user_error(what: str, err: BaseException) -> Failed:
+    """A ✗ for an exception raised by the learner's code: its type and message, a few lines long."""
+    refused = _compile_refusal(what, err)
+    if refused:
+        return refused
+    text, name = str(err).strip(), type(err).__name__
+    while True:  # the interpreter wraps an error raised inside the kernel, once per call level: show that one
+        inner = re.fullmatch(r"""InterpreterError\((['"].*['"])\)""", text, re.S) or \
+            re.fullmatch(r"""(?:InterpreterError\()?(\w+Error)\((['"].*['"])\)\)?""", text, re.S)
+        if not inner:
+            break
+        try:
+            unquoted = ast.literal_eval(inner.group(inner.lastindex))
+        except (ValueError, SyntaxError):
+            break
+        if inner.lastindex == 2:
+            name = inner.group(1)
+        text = unquoted.strip()
+    lines = text.splitlines()
+    if len(lines) > 12:
+        lines = lines[:12] + ["  …"]
+    body = "\n    ".join(lines) if lines else "(no message)"
+    return Failed(f"{what} raised {name}:\n    {body}" + hint_for(text))
+
+
+def _compile_refusal(what: str, err: BaseException) -> Failed | None:
+    """A ✗ for Triton refusing to compile the learner's kernel on a GPU: the innermost reason (a
+    helper's error is wrapped in its caller's) and the line it points at; None for other errors."""
+    from triton.compiler.errors import CompilationError
+
+    if not isinstance(err, CompilationError):
+        return None
+    chain = [err]
+    while isinstance(chain[-1].__cause__, CompilationError):
+        chain.append(chain[-1].__cause__)
+    inner = chain[-1]
+    reason = (inner.error_message or str(inner.__cause__ or "") or "no reason given").strip()
+    excerpt = str(inner)[:len(str(inner)) - len(inner.error_message or "")].rstrip().splitlines()
+    where = f"\n    at: {excerpt[-2].strip()}" if len(excerpt) >= 3 else ""
+    return Failed(f"{what} was refused: Triton cannot compile it for a GPU:\n    {reason}{where}"
+                   + hint_for(reason))
+
+
+_MATH_ON_A_BLOCK = ("a Python function (math.*) got a whole block of values: inside a kernel use tl functions "
+                    "(tl.exp, tl.where, ...), which work element by element")
+
+
+_NO_POWER = "Triton tiles have no ** operator: write x * x * x"
+
+
+# Errors whose own message does not say what to change: (text in the message, hint).
+ERROR_HINTS = [
+    ("only length-1 arrays can be converted", _MATH_ON_A_BLOCK),  # the interpreter's words
+    ("must be real number, not tensor", _MATH_ON_A_BLOCK),  # the compiler's
+    ("unsupported operand type(s) for ** or pow()", _NO_POWER),  # the interpreter's words
+    ("has no attribute '__pow__'", _NO_POWER),  # the compiler's
+    ("Expected dtype ['fp32', 'fp64'] but got fp16", "tl.exp and its kind take float32: keep the tile in float32 "
+                                                     "(the store converts the result)"),
+    ("object of type 'int' has no len()", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
+    ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
+    ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
+                                         "e.g. return pid_m, pid_n"),
+    ("has no attribute", "a misspelt name?" + (" (the interpreter cannot say where in the kernel it is)"
+                                              if runtime.INTERPRET else "")),
+    ("arange's range must be a power of 2", "BLOCK_SIZE must be a power of two; the mask handles the rest"),
+    ("AssertionError()", "Triton refused an operation without a reason: check the dtypes given to tl.dot (both "
+                         "inputs alike, a float32 accumulator)"),
+    ("Cannot make_shape_compatible", "two blocks of different shapes meet: a 2-D block needs 2-D offsets and a "
+                                     "2-D mask, e.g. (rows[:, None] < M) & (cols[None, :] < N)"),
+    ("is not iterable", "a function that should return two values returned one: return both, e.g. "
+                        "return pid_m, pid_n (or start, end)"),
+    ("cannot unpack non-iterable NoneType", "a function returned nothing: end it with return (two values here)"),
+    ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
+    ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
+                             "division, //, not /"),
+    ("Loop-carried variable", "a variable changed its type or shape in the loop: start the accumulator as a block "
+                              "of the tile's shape, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"),
+]
+
+
+def hint_for(error_text: str) -> str:
+    """The ``hint:`` line for an error message that matches one of :data:`ERROR_HINTS`, or ""."""
+    hint = next((h for pattern, h in ERROR_HINTS if pattern in error_text), "")
+    return f"\n  hint: {hint}" if hint else ""
+
+
+def require_function(name: str, fn, params: tuple[str, ...]) -> None:
+    """Fail clearly when ``fn`` is not a function taking ``params``."""
+    if fn is None:
+        raise Failed(f"got None instead of your function: pass {name} itself (no parentheses)")
+    if not callable(fn):
+        kind = type(fn).__name__
+        raise Failed(f"got {'an' if kind[0] in 'aeiou' else 'a'} {kind} instead of a function: "
+                      f"pass {name} itself (no parentheses)")
+    if hasattr(fn, "run") and hasattr(fn, "fn"):  # a @triton.jit kernel
+        raise Failed(f"got a Triton kernel: pass the Python function {name}({', '.join(params)}) that launches it")
+    try:
+        inspect.signature(fn).bind(*params)
+    except TypeError:
+        raise Failed(f"{name} must take {len(params)} argument{'s' if len(params) > 1 else ''} "
+                      f"({', '.join(params)}); "
+                      f"yours takes {_describe_signature(fn)}") from None
+    except ValueError:  # builtins without a signature: let the call decide
+        pass
+
+
+def require_jit(name: str, fn, params: tuple[str, ...], kind: str = "function") -> None:
+    """Fail clearly when ``fn`` is not a ``@triton.jit`` function (a ``kind``) with exactly ``params``."""
+    if inspect.isfunction(fn):
+        raise Failed(f"{name} is a plain Python function: did you forget @triton.jit above its def?")
+    if not (hasattr(fn, "fn") and hasattr(fn, "arg_names")):
+        raise Failed(f"got {type(fn).__name__}: pass the @triton.jit {kind} {name} itself (the check launches it)")
+    given = inspect.signature(fn.fn).parameters.values()
+    required = tuple(p.name for p in given if p.default is inspect.Parameter.empty)
+    if required != params or tuple(fn.arg_names[:len(params)]) != params:  # extras need defaults, at the end
+        raise Failed(f"{name} must keep the signature it was given ({', '.join(params)})")
+
+
+def _describe_signature(fn) -> str:
+    try:
+        return f"({', '.join(inspect.signature(fn).parameters)})"
+    except (TypeError, ValueError):
+        return "other arguments"
+
+
+def solution(name: str) -> None:
+    """Load the reference solution of exercise ``name`` into the cell this is called from (in
+    Jupyter, as ``%load`` does: run the cell again to use it), or print it elsewhere."""
+    from course import solutions
+
+    if name not in solutions.EXERCISES:
+        print(f"✗ solution({name!r}): no exercise of that name; "
+              f"the exercises are {', '.join(repr(n) for n in sorted(solutions.EXERCISES))}")
+        return
+    source = solutions.source(name)
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and hasattr(shell, "set_next_input"):
+        shell.set_next_input(source, replace=True)
+        print(f"The reference solution of {name} is now in this cell: run it again to use it.")
+    else:
+        print(source)
+
+
+def yours_or_reference(name: str, fn):
+    """``fn`` if the check of exercise ``name`` passed in this session, else the reference solution
+    (saying so), so the cells after an exercise run either way."""
+    from course import solutions
+
+    verdict = _VERDICTS.get(name)
+    if verdict is not None and verdict.passed:
+        return fn
+    print(f"(using the reference {name}: yours has not passed its check yet)")
+    return solutions.function(name)
+
+
+class launches(contextlib.AbstractContextManager):
+    """Record the Triton kernels launched inside the ``with`` block (compiled or interpreted)::
+
+        with exercises.launches() as seen:
+            add(x, y)
+        seen.programs  # programs launched in all
+    """
+
+    def __enter__(self):
+        from triton.runtime.jit import JITFunction
+
+        self.launched: list[tuple[object, int]] = []  # (kernel, programs) per launch
+        self._patched = [JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._patched.append(InterpretedFunction)
+        except ImportError:
+            pass
+        self._originals = [cls.run for cls in self._patched]
+        recorder = self
+
+        def patch(original):
+            def run(kernel, *args, grid, warmup, **kwargs):
+                if not warmup:
+                    recorder.launched.append((kernel, programs_of(grid, args, kwargs, kernel)))
+                return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+            return run
+
+        for cls, original in zip(self._patched, self._originals):
+            cls.run = patch(original)
+        return self
+
+    def __exit__(self, *exc):
+        for cls, original in zip(self._patched, self._originals):
+            cls.run = original
+        return False
+
+    @property
+    def programs(self) -> int:
+        return sum(p for _, p in self.launched)
+
+    @property
+    def kernels(self) -> list[tuple[str, int]]:
+        """``(name, programs)`` of each launch."""
+        return [(getattr(k, "__name__", "kernel"), p) for k, p in self.launched]
+
+    @property
+    def stubs(self) -> list[str]:
+        """The names of the launched kernels whose body is still a stub."""
+        return [getattr(k, "__name__", "kernel") for k, _ in self.launched if is_stub(k)]
+
+
+def constexpr_names(kernel) -> set:
+    """The parameters of a ``@triton.jit`` function annotated ``tl.constexpr``."""
+    fn = getattr(kernel, "fn", kernel)
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if "constexpr" in str(p.annotation)}
+
+
+def source_of(kernel) -> str:
+    """A kernel's source text, then that of the ``@triton.jit`` helpers it calls, so a check reads
+    the loads and the accumulator wherever they are written ("" when Python cannot find it)."""
+    texts, seen = [], set()
+
+    def visit(fn):
+        if fn in seen:
+            return
+        seen.add(fn)
+        try:
+            texts.append(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError):
+            return
+        for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            helper = getattr(fn, "__globals__", {}).get(name)
+            if callable(getattr(helper, "fn", None)) and hasattr(helper, "arg_names"):  # a @triton.jit function
+                visit(helper.fn)
+
+    visit(getattr(kernel, "fn", kernel))
+    return "\n\n".join(texts)
+
+
+def unmasked_loads(kernel) -> int:
+    """How many ``tl.load`` calls in the kernel's source have no mask (lines, for the message)."""
+    import ast
+
+    try:
+        tree = ast.parse(source_of(kernel))
+    except SyntaxError:
+        return 0
+    loads = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "load"]
+    return sum(1 for node in loads if len(node.args) < 2 and not any(k.arg == "mask" for k in node.keywords))
+
+
+def programs_of(grid, args, kwargs, kernel) -> int:
+    """The number of programs a launch grid asks for (a callable grid is given the arguments)."""
+    try:
+        if callable(grid):
+            names = getattr(kernel, "arg_names", [])
+            grid = grid({**dict(zip(names, args)), **kwargs})
+        if isinstance(grid, int):
+            grid = (grid,)
+        return math.prod(int(g) for g in grid)
+    except Exception:
+        return 1  # unknown: count the launch as one program
+
+
+def plural(k: int, noun: str) -> str:
+    return f"{k} {noun}{'' if k == 1 else 's'}"
+
+
+def quiet(check: Callable, *args) -> Verdict:
+    """Run a check without printing anything; return its verdict (for tests)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        check(*args)
+    return last()
+
+
+def compiles_for_a_gpu(kernel, *args, **constexprs) -> None:
+    """Build the kernel for an H100 (course.compile, in a separate process), by default with
+    ``tiled.matmul_kernel``'s arguments; a ✗ with the compiler's words if it refuses."""
+    from course.compile import build
+
+    if not args:
+        a = torch.empty(64, 64, dtype=torch.float16)
+        args, constexprs = (a, a, a, 64, 64, 64, 64, 1, 64, 1, 64, 1), dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    try:
+        build(kernel, *args, **constexprs)
+    except RuntimeError as err:
+        lines = [line for line in str(err).splitlines()[1:] if line.strip()]
+        reason = next((line.strip() for line in reversed(lines) if "Error" in line or "error" in line), lines[-1:])
+        raise Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
+                      + hint_for(str(err))) from None
+
+
+def close(out, ref, tol: float | None = None) -> bool:
+    """``rel_error(out, ref)`` within ``tol`` (default: float16's tolerance); False where ``out`` has a NaN."""
+    from course.check import rel_error, tolerance
+
+    return rel_error(out, ref) <= (tolerance(torch.float16) if tol is None else tol)

@@ -1,0 +1,136 @@
+"""The catalogue of notebook 01's exercises: the reference passes, each typical wrong answer gets its own message
+(without the answer), correct alternatives pass, and no check crashes."""
+
+import torch
+import triton
+import triton.language as tl
+
+from course import exercises, solutions
+
+from catalogue import assert_wrong_answers_named, quiet, stub, stub_kernel
+
+
+# --- 01: axpy (kernels written as a learner might) ----------------------------------------------------
+
+@triton.jit
+def _axpy_kernel(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if MODE == 6:  # forgot to multiply the program id by the block size
+        offs = pid + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 7:  # an off-by-one mask
+        mask = offs < n - 1
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    result = alpha * x + y
+    if MODE == 1:
+        result = x + y
+    if MODE == 2:
+        result = x + alpha * y
+    if MODE == 3:
+        result = alpha * x + x
+    if MODE == 4:
+        result = alpha * (x + y)
+    if MODE == 5:  # no mask on the store
+        tl.store(out_ptr + offs, result)
+    elif MODE == 8:  # stores into an input
+        tl.store(y_ptr + offs, result, mask=mask)
+    else:
+        tl.store(out_ptr + offs, result, mask=mask)
+
+
+@triton.jit
+def _axpy_unmasked_loads(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs) + tl.load(y_ptr + offs), mask=offs < n)
+
+
+@triton.jit
+def _axpy_constexpr_alpha(alpha: tl.constexpr, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _axpy_fixed_stride(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * 1024 + tl.arange(0, BLOCK)  # the stride written as a number
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def _launch(kernel, block=256, programs=None):
+    def axpy(alpha, x, y, out):
+        n = x.numel()
+        kernel[(programs or triton.cdiv(n, block),)](alpha, x, y, out, n, BLOCK=block)
+    return axpy
+
+
+def _axpy(mode=0, floor_grid=False, block=256):
+    def axpy(alpha, x, y, out):
+        n = x.numel()
+        programs = n // block if floor_grid else triton.cdiv(n, block)
+        _axpy_kernel[(programs,)](alpha, x, y, out, n, BLOCK=block, MODE=mode)
+        return out
+    return axpy
+
+
+AXPY_WRONG = {
+    "no mask": (_axpy(5), "past the end of out"),
+    "grid rounds down": (_axpy(floor_grid=True), "round up"),
+    "offsets without the block": (_axpy(6), "programs overlapped"),
+    "mask off by one": (_axpy(7), "last, partial block"),
+    "alpha forgotten": (_axpy(1), "alpha was not applied"),
+    "alpha on y": (_axpy(2), "should multiply x"),
+    "x loaded twice": (_axpy(3), "load y from y_ptr"),
+    "alpha on the sum": (_axpy(4), "multiply x alone"),
+    "pure torch": (lambda a, x, y, out: out.copy_(a * x + y), "write it as a Triton kernel"),
+    "a new tensor": (lambda a, x, y, out: _axpy()(a, x, y, out.clone()), "returned a new tensor"),
+    "changes an input": (lambda a, x, y, out: (_axpy()(a, x, y, out), x.zero_()), "x was modified"),
+    "a compile error": (lambda a, x, y, out: _axpy(block=100)(a, x, y, out), "power of 2"),
+    "stores into y": (_axpy(8), "Does a tl.store go to y's pointer"),
+    "one program only": (lambda a, x, y, out: _axpy_kernel[(1,)](a, x, y, out, x.numel(), BLOCK=1024, MODE=0),
+                         "too few programs"),
+    "a fixed stride": (_launch(_axpy_fixed_stride, 512), "with the BLOCK_SIZE the grid was computed with"),
+    "unmasked loads": (_launch(_axpy_unmasked_loads), "tl.load without a mask"),
+    "alpha as a constexpr": (_launch(_axpy_constexpr_alpha), "alpha is a tl.constexpr"),
+    "one program per element": (lambda a, x, y, out: solutions.axpy_kernel[(x.numel(),)](
+        a, x, y, out, x.numel(), BLOCK_SIZE=64), "one per element or more"),
+    "grid as an int": (lambda a, x, y, out: _axpy_kernel[triton.cdiv(x.numel(), 256)](a, x, y, out, x.numel(),
+                                                                                      BLOCK=256, MODE=0),
+                       "the launch grid is a tuple"),
+}
+
+
+def test_axpy_passes_the_reference_and_says_so(capsys):
+    exercises.check_axpy(solutions.axpy)
+    assert capsys.readouterr().out.startswith("✓ axpy: right")
+
+
+def test_axpy_wrong_answers_get_their_own_messages():
+    assert_wrong_answers_named(exercises.check_axpy, AXPY_WRONG)
+
+
+def test_a_stub_kernel_behind_a_written_wrapper_is_not_attempted():
+    def axpy(alpha, x, y, out):
+        stub_kernel[(1,)](x, x.numel(), BLOCK_SIZE=64)
+    assert quiet(exercises.check_axpy, axpy).status == "not attempted"
+
+
+def test_half_written_byte_counts_check_the_written_one():
+    verdict = quiet(exercises.check_residual_relu_bytes, solutions.unfused_bytes, stub)
+    assert verdict.status == "not attempted" and "unfused_bytes is right" in verdict.message
+    verdict = quiet(exercises.check_residual_relu_bytes, stub, lambda n: 8 * n)
+    assert verdict.status == "failed" and "fused_bytes grows by 8" in verdict.message
+
+
+def test_failures_draw_the_output():
+    import matplotlib.pyplot as plt
+
+    run = exercises.nb01.run_once(lambda x, y, out: _axpy(5)(2.0, x, y, out), lambda x, y: 2.0 * x + y, 2, (1000,),
+                              torch.float32)
+    fig = exercises.nb01.element_picture(run, "no mask")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "written past the end" in labels and "right" in labels
+    plt.close(fig)
