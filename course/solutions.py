@@ -159,21 +159,34 @@ def choose_mode(M, N, K, tile):
 
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
+    # 00
     "saxpy_cost": (("saxpy_cost",), "exercises.check_saxpy_cost(saxpy_cost)"),
+    # 01
     "axpy": (("axpy_kernel", "axpy"), "exercises.check_axpy(axpy)"),
+    # 02
     "residual_relu_bytes": (("unfused_bytes", "fused_bytes"),
                             "exercises.check_residual_relu_bytes(unfused_bytes, fused_bytes)"),
     "residual_relu": (("residual_relu_kernel", "residual_relu"), "exercises.check_residual_relu(residual_relu)"),
+    # 03
     "matmul_kernel": (("matmul_tile", "matmul_kernel"), "exercises.check_matmul_kernel(matmul_kernel)"),
+    # 04
     "grouped_tile": (("grouped_tile",), "exercises.check_grouped_tile(grouped_tile)"),
+    # 05
     "wave_count": (("wave_count",), "exercises.check_wave_count(wave_count)"),
+    # 06
     "persistent_loop": (("persistent_matmul_kernel",),
                         "exercises.check_persistent_loop(persistent_matmul_kernel)"),
+    # 07
     "linear": (("linear_kernel",), "exercises.check_linear(linear_kernel)"),
+    # 08
     "gelu": (("stable_tanh", "gelu"), "exercises.check_gelu(gelu)"),
+    # 09
     "streamk_span": (("span",), "exercises.check_streamk_span(span)"),
+    # 10
     "vector_layout": (("vector_layout",), "exercises.check_vector_layout(vector_layout)"),
+    # 11
     "softmax_step": (("softmax_step",), "exercises.check_softmax_step(softmax_step)"),
+    # 12
     "mode_choice": (("choose_mode",), "exercises.check_mode_choice(choose_mode)"),
 }
 
