@@ -78,7 +78,7 @@ def exercise(name: str, what_to_write: str):
             try:
                 if args and all(is_stub(a) for a in args):
                     raise NotAttempted
-                with time_limit(TIME_LIMIT_S), warnings.catch_warnings():
+                with time_limit(TIME_LIMIT_S), bounds_checked(), warnings.catch_warnings():
                     # numpy's overflow and divide-by-zero warnings from a wrong kernel under the
                     # interpreter say nothing the verdict does not
                     warnings.simplefilter("ignore", RuntimeWarning)
@@ -90,6 +90,8 @@ def exercise(name: str, what_to_write: str):
                                   f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
             except Failed as failure:
                 verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
+            except OutOfBounds as stray:
+                verdict = Verdict(name, "failed", str(stray))
             except TimedOut as timeout:
                 verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
                                                   "your kernel end (a while loop must advance its counter)?")
@@ -133,6 +135,107 @@ def time_limit(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+class OutOfBounds(BaseException):
+    """Raised by :func:`bounds_checked` when a kernel touches memory outside its tensors (not an
+    Exception, so neither the interpreter nor a check's own ``except Exception`` swallows it)."""
+
+
+@contextlib.contextmanager
+def bounds_checked():
+    """Under the interpreter, end the check with a ✗ when a kernel launched inside the block loads or
+    stores outside the memory of the tensors passed to that launch.
+
+    The interpreter dereferences whatever address a kernel computes, so a wrong stride can read
+    memory the process does not own and kill it ("Kernel died"). Every masked-in address of every
+    load, store and atomic is first compared with the storages of the launch's tensor arguments
+    (guard regions included). On a GPU nothing is checked: there the check's smallest case runs first.
+    """
+    if not runtime.INTERPRET:
+        yield
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    executor = interpreter.GridExecutor
+    memory = []  # (first byte, end, argument name, element size) of each tensor of the current launch
+    original_init = executor._init_args_hst
+
+    def record(self, args_dev, kwargs):
+        args_hst, kwargs_hst = original_init(self, args_dev, kwargs)
+        memory.clear()
+        named = list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items())
+        for name, arg in named:
+            for tensor in _tensors_in(arg):
+                storage = tensor.untyped_storage()
+                memory.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name,
+                               tensor.element_size()))
+        return args_hst, kwargs_hst
+
+    def guard(what, original, ptr_at, mask_at):
+        def op(*args):
+            ptrs = args[ptr_at]
+            mask = args[mask_at] if mask_at is not None else None
+            _check_addresses(what, ptrs, mask, memory)
+            return original(*args)
+        return op
+
+    patched = {"create_masked_load": ("load", 0, 1), "create_masked_store": ("store", 0, 2),
+               "create_atomic_rmw": ("atomic", 1, 3), "create_atomic_cas": ("atomic", 0, None)}
+    saved = {name: getattr(builder, name) for name in patched if hasattr(builder, name)}
+    for name, original in saved.items():
+        what, ptr_at, mask_at = patched[name]
+        setattr(builder, name, guard(what, original, ptr_at, mask_at))
+    executor._init_args_hst = record
+    try:
+        yield
+    finally:
+        executor._init_args_hst = original_init
+        for name in saved:
+            delattr(builder, name)  # back to the class's method
+
+
+def _tensors_in(arg):
+    """The torch tensors in a kernel argument (a tensor, a tuple of them, a tensor descriptor)."""
+    if isinstance(arg, torch.Tensor):
+        return [arg]
+    if isinstance(arg, (tuple, list)):
+        return [t for a in arg for t in _tensors_in(a)]
+    base = getattr(arg, "base", None)
+    return [base] if isinstance(base, torch.Tensor) else []
+
+
+def _check_addresses(what: str, ptrs, mask, memory) -> None:
+    """Raise :class:`OutOfBounds` if an address of ``ptrs`` that ``mask`` lets through lies outside
+    every range of ``memory``."""
+    import numpy as np
+
+    addresses = np.asarray(ptrs.data, dtype=np.uint64)
+    if mask is not None:
+        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+    addresses = addresses.ravel()
+    if addresses.size == 0 or not memory:
+        return
+    size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    starts = np.array([m[0] for m in memory], dtype=np.uint64)
+    ends = np.array([m[1] for m in memory], dtype=np.uint64)
+    inside = ((addresses[:, None] >= starts[None, :]) & (addresses[:, None] + np.uint64(size) <= ends[None, :]))
+    outside = ~inside.any(axis=1)
+    if not outside.any():
+        return
+    stray = int(addresses[outside][0])
+    distance = [(stray - e) // m[3] + 1 if stray >= e else -((s - stray + m[3] - 1) // m[3])
+                for s, e, m in ((int(m[0]), int(m[1]), m) for m in memory)]
+    nearest = min(range(len(memory)), key=lambda i: abs(distance[i]))
+    d, name = distance[nearest], memory[nearest][2]
+    where = (f"{plural(d, 'element')} past the end of {name}'s memory" if d > 0
+             else f"{plural(-d, 'element')} before the start of {name}'s memory")
+    verb = {"load": "reads", "store": "writes", "atomic": "updates"}[what]
+    count = int(outside.sum())
+    raise OutOfBounds(f"your kernel {verb} outside every tensor it was given ({count} address{'es' if count > 1 else ''} "
+                      f"in one tl.{what}, the first {where}); the check stopped it before it touched memory that "
+                      f"is not yours. Check that tl.{what}'s strides (each from its own tensor) and its mask")
 
 
 def show(fig) -> None:
