@@ -8,7 +8,7 @@ TORCH_GPU ?= torch==2.11.0
 HAVE_GPU  := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 JOBS   ?= 2
 
-.PHONY: lab test test-unit test-notebooks bench venv clean
+.PHONY: lab test test-unit test-notebooks grade bench venv clean
 
 venv: $(VENV)/.installed
 
@@ -42,6 +42,13 @@ test-notebooks: venv
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadscope -p no:cacheprovider \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 		notebooks/
+
+# Grade learners' filled notebooks on the CPU, one row per exercise (README, "Grading"):
+#   make grade NOTEBOOKS="submissions/alice/*.ipynb" GRADE_ARGS="--require-all --json grades.json"
+NOTEBOOKS  ?= notebooks/*.ipynb
+GRADE_ARGS ?=
+grade: venv
+	$(BIN)/python -m course.grade $(GRADE_ARGS) $(NOTEBOOKS)
 
 bench: venv
 	$(BIN)/python -m course.bench all

@@ -274,8 +274,7 @@ def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
     for ax, (label, order) in zip(axes[0], orders.items()):
         order = torch.as_tensor(order).cpu()
         rows, cols = order.shape
-        cmap = plt.get_cmap("viridis").copy()
-        cmap.set_bad("white")  # tiles no program took (-1)
+        cmap = plt.get_cmap("viridis").with_extremes(bad="white")  # tiles no program took (-1)
         image = ax.imshow(np.ma.masked_less(order.numpy(), 0), cmap=cmap, interpolation="nearest",
                           vmin=0, vmax=max(int(order.max()), 1))
         if rows * cols <= 256:

@@ -65,3 +65,11 @@ def test_no_private_name_of_another_module(name):
                 and node.value.id in imported and node.value.id != name and node.attr.startswith("_")
                 and not node.attr.startswith("__")]
     assert not private, f"course.{name} uses private names of other modules: {', '.join(private)}"
+
+
+def test_every_exercise_has_an_exported_check_and_a_solution():
+    from course import exercises, solutions
+    from course.exercises import core
+
+    assert {c.__name__ for c in core.CHECKS.values()} == {n for n in exercises.__all__ if n.startswith("check_")}
+    assert set(core.CHECKS) == set(solutions.EXERCISES), "every exercise needs its entry in solutions.EXERCISES"

@@ -26,7 +26,7 @@ from course.exercises.core import Verdict, last, launches, quiet, solution, your
 
 NOTEBOOKS = [f"nb{n:02d}" for n in range(13)]
 _modules = [importlib.import_module(f"course.exercises.{name}") for name in NOTEBOOKS]
-CHECKS = {name: getattr(module, name) for module in _modules for name in module.__all__}
-globals().update(CHECKS)
+_checks = {name: getattr(module, name) for module in _modules for name in module.__all__}
+globals().update(_checks)
 
-__all__ = ["Verdict", "last", "launches", "quiet", "solution", "yours_or_reference", *CHECKS]
+__all__ = ["Verdict", "last", "launches", "quiet", "solution", "yours_or_reference", *_checks]

@@ -56,9 +56,15 @@ class NotAttempted(Exception):
 
 
 _VERDICTS: dict[str, Verdict] = {}  # the latest verdict of each exercise
+CHECKS: dict[str, Callable] = {}  # exercise name -> its check, in the order the notebooks' modules define them
 
 
 _LAST: Verdict | None = None
+
+
+def verdicts() -> dict[str, Verdict]:
+    """The latest verdict of every exercise checked in this session, by exercise name."""
+    return dict(_VERDICTS)
 
 
 def last() -> Verdict | None:
@@ -103,6 +109,8 @@ def exercise(name: str, what_to_write: str):
         check.__name__ = body.__name__
         check.__doc__ = body.__doc__
         check.__wrapped__ = body
+        check.exercise = name
+        CHECKS[name] = check
         return check
 
     return wrap

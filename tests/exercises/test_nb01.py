@@ -1,13 +1,15 @@
 """The catalogue of notebook 01's exercises: the reference passes, each typical wrong answer gets its own message
 (without the answer), correct alternatives pass, and no check crashes."""
 
+import pytest
 import torch
 import triton
 import triton.language as tl
 
+import course
 from course import exercises, solutions
 
-from catalogue import assert_wrong_answers_named, quiet, stub, stub_kernel
+from catalogue import assert_survives, assert_wrong_answers_named, quiet, stub, stub_kernel
 
 
 # --- 01: axpy (kernels written as a learner might) ----------------------------------------------------
@@ -134,3 +136,42 @@ def test_failures_draw_the_output():
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "written past the end" in labels and "right" in labels
     plt.close(fig)
+
+
+# --- a check survives what would kill the kernel --------------------------------------------------
+
+_AXPY_CELL = '''
+@triton.jit
+def axpy_kernel(alpha, x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + LOAD_X, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    STORE
+
+
+def axpy(alpha, x, y, out, block_size=1024):
+    n = x.numel()
+    axpy_kernel[(triton.cdiv(n, block_size),)](alpha, x, y, out, n, BLOCK_SIZE=block_size)
+    return out
+'''
+
+AXPY_CRASHES = {  # label: (x's offsets, the store, words of the ✗ line)
+    "x read 4096 apart": ("offsets * 4096", "tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                          "reads outside every tensor it was given"),
+    "a store before the start": ("offsets", "tl.store(out_ptr - offsets * 64 - 1, alpha * x + y, mask=mask)",
+                                 "writes outside every tensor"),
+    "a store far past the end": ("offsets", "tl.store(out_ptr + offsets + 10**9, alpha * x + y, mask=mask)",
+                                 "past the end of out_ptr's memory"),
+    "a loop that never ends": ("offsets", "while n > 0:\n        n = n * 1\n    tl.store(out_ptr + offsets, x, mask=mask)",
+                               "gave up after"),
+}
+
+
+@pytest.mark.parametrize("label", AXPY_CRASHES)
+def test_axpy_check_survives_kernels_that_would_crash_or_hang(label):
+    if not course.INTERPRET:
+        pytest.skip("a compiled kernel's stray address faults the GPU; the interpreter's is caught")
+    load_x, store, words = AXPY_CRASHES[label]
+    cell = _AXPY_CELL.replace("LOAD_X", load_x).replace("STORE", store)
+    assert_survives("check_axpy", cell, "axpy", words, time_limit_s=3)
