@@ -22,7 +22,9 @@ START_PAGE = "/lab/tree/notebooks"
 
 def command(extra: list[str] | None = None, *, python: str = sys.executable) -> list[str]:
     """The JupyterLab command line ``make lab`` runs, with ``extra`` flags appended."""
-    cmd = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url={START_PAGE}"]
+    cmd = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url={START_PAGE}",
+           # no "get Jupyter news?" prompt over the first notebook, no update check
+           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + list(extra or [])
