@@ -255,7 +255,7 @@ def _source_with_dependencies(kernel) -> str:
     definitions: dict[str, str] = {}
 
     def visit(f):
-        for name in f.__code__.co_names:
+        for name in _globals_read(f.__code__):
             if name in definitions or name not in f.__globals__:
                 continue
             value = f.__globals__[name]
@@ -285,6 +285,18 @@ def _source_with_dependencies(kernel) -> str:
     if any(text.startswith("@gluon.jit") for text in body):
         header.append("from triton.experimental import gluon")
     return "\n".join(header) + "\n\n" + "\n\n".join(body) + "\n"
+
+
+def _globals_read(code) -> list[str]:
+    """The global names a function reads (not the attribute names in ``co_names``: ``x.to(...)`` does
+    not read a global ``to``), nested code included."""
+    import dis
+
+    names = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _globals_read(const)
+    return list(dict.fromkeys(names))
 
 
 def source(kernel) -> str:

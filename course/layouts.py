@@ -20,6 +20,7 @@ a CPU), and :func:`wavefronts` counts the bank conflicts of one warp's access.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -79,24 +80,31 @@ def ownership(layout, shape) -> dict:
     bases = {"register": ll.reg_bases, "lane": ll.lane_bases, "warp": ll.warp_bases}
     if ll.block_bases:
         raise ValueError("ownership: layouts over several CTAs (block_bases) are not drawn in this course")
-    out = {key: torch.full(shape, -1, dtype=torch.int64) for key in ("register", "lane", "warp", "thread")}
-    copies = torch.zeros(shape, dtype=torch.int64)
-    lanes, warps = 1 << len(bases["lane"]), 1 << len(bases["warp"])
-    for warp in range(warps):
-        for lane in range(lanes):
-            for reg in range(1 << len(bases["register"])):
-                where = [0] * len(shape)
-                for index, key in ((reg, "register"), (lane, "lane"), (warp, "warp")):
-                    for bit, vector in enumerate(bases[key]):
-                        if index >> bit & 1:
-                            where = [w ^ v for w, v in zip(where, vector)]
-                where = tuple(where)
-                copies[where] += 1
-                if out["thread"][where] < 0:  # the lowest (warp, lane, register) keeps the element
-                    for key, value in (("register", reg), ("lane", lane), ("warp", warp),
-                                       ("thread", warp * lanes + lane)):
-                        out[key][where] = value
-    out["copies"] = copies
+    def spans(vectors):  # the element (as coordinates) each value of one index reaches: XORs of its bits' vectors
+        reach = torch.zeros(1, len(shape), dtype=torch.int64)
+        for vector in vectors:
+            reach = torch.cat([reach, reach ^ torch.tensor(vector, dtype=torch.int64)])
+        return reach
+
+    regs, lanes, warps = (spans(bases[key]) for key in ("register", "lane", "warp"))
+    # every (warp, lane, register) in that order, and the element it holds, as a flat index into the tensor
+    where = warps[:, None, None] ^ lanes[None, :, None] ^ regs[None, None, :]
+    strides = torch.tensor([math.prod(shape[d + 1:]) for d in range(len(shape))], dtype=torch.int64)
+    flat = (where * strides).sum(-1).flatten()
+    size = math.prod(shape)
+    copies = torch.bincount(flat, minlength=size)
+    # the lowest (warp, lane, register) keeps the element
+    first = torch.full((size,), flat.numel(), dtype=torch.int64).scatter_reduce(
+        0, flat, torch.arange(flat.numel()), reduce="amin")
+    held = first < flat.numel()
+    first = first.clamp(max=flat.numel() - 1)
+    reg = first % len(regs)
+    lane = first // len(regs) % len(lanes)
+    warp = first // (len(regs) * len(lanes))
+    out = {}
+    for key, value in (("register", reg), ("lane", lane), ("warp", warp), ("thread", warp * len(lanes) + lane)):
+        out[key] = torch.where(held, value, -1).reshape(shape)
+    out["copies"] = copies.reshape(shape)
     return out
 
 

@@ -118,3 +118,20 @@ def test_exercises_start_as_stubs(nb):
         text = "".join(o.get("text", "") for o in cell.get("outputs", []))
         assert "not attempted yet" in text and "exercises.solution(" in text, \
             f"{nb[0].name}: the committed stub's check did not print its 'not attempted' line: {text[:200]!r}"
+
+
+def test_from_02_on_two_exercises_listed_in_the_goals_and_the_summary(nb):
+    """Every notebook from 02 on has two or more exercises; its first cell (the goals) and its last
+    markdown cell (the summary) name each one (by its exercise name or a function the learner writes)."""
+    from course import grade, solutions
+
+    path, notebook = nb
+    names = grade.expected_exercises(path)
+    if int(path.name[:2]) >= 2:
+        assert len(names) >= 2, f"{path.name}: {len(names)} exercise(s): {names}"
+    markdown = [c.source for c in notebook.cells if c.cell_type == "markdown"]
+    for name in names:
+        words = (name, *solutions.EXERCISES[name][0])
+        for where, text in (("goals (first cell)", markdown[0]), ("summary (last markdown cell)", markdown[-1])):
+            assert any(f"`{w}`" in text or f"`{w}(" in text for w in words), \
+                f"{path.name}: the {where} does not name the exercise {name!r} (as `{name}` or one of {words[1:]})"

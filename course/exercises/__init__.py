@@ -22,7 +22,14 @@ machinery they share (verdicts, the time limit, bounds-checked launches, error h
 
 import importlib
 
-from course.exercises.core import Verdict, last, launches, quiet, solution, yours_or_reference  # noqa: F401
+from course.exercises.core import (  # noqa: F401
+    Verdict,
+    last,
+    launches,
+    quiet,
+    solution,
+    yours_or_reference,
+)
 
 NOTEBOOKS = [f"nb{n:02d}" for n in range(13)]
 _modules = [importlib.import_module(f"course.exercises.{name}") for name in NOTEBOOKS]

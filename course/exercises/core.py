@@ -100,7 +100,7 @@ def exercise(name: str, what_to_write: str):
                 verdict = Verdict(name, "failed", str(stray))
             except TimedOut as timeout:
                 verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
-                                                  "your kernel end (a while loop must advance its counter)?")
+                                                  "your code end (a while loop must advance its counter)?")
             _VERDICTS[name] = _LAST = verdict
             print(verdict.line)
             if picture is not None:
@@ -109,6 +109,7 @@ def exercise(name: str, what_to_write: str):
         check.__name__ = body.__name__
         check.__doc__ = body.__doc__
         check.__wrapped__ = body
+        check.__module__ = body.__module__  # the notebook's module (course.grade reads it)
         check.exercise = name
         CHECKS[name] = check
         return check
@@ -166,6 +167,9 @@ def bounds_checked():
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
+    if getattr(builder, "_course_bounds_checked", False):  # a check inside a check: the outer one guards
+        yield
+        return
     executor = interpreter.GridExecutor
     memory = []  # (first byte, end, argument name, element size) of each tensor of the current launch
     original_init = executor._init_args_hst
@@ -196,12 +200,13 @@ def bounds_checked():
         what, ptr_at, mask_at = patched[name]
         setattr(builder, name, guard(what, original, ptr_at, mask_at))
     executor._init_args_hst = record
+    builder._course_bounds_checked = True
     try:
         yield
     finally:
         executor._init_args_hst = original_init
-        for name in saved:
-            delattr(builder, name)  # back to the class's method
+        for name in (*saved, "_course_bounds_checked"):
+            builder.__dict__.pop(name, None)  # back to the class's methods
 
 
 def _tensors_in(arg):
@@ -237,13 +242,14 @@ def _check_addresses(what: str, ptrs, mask, memory) -> None:
                 for s, e, m in ((int(m[0]), int(m[1]), m) for m in memory)]
     nearest = min(range(len(memory)), key=lambda i: abs(distance[i]))
     d, name = distance[nearest], memory[nearest][2]
-    where = (f"{plural(d, 'element')} past the end of {name}'s memory" if d > 0
-             else f"{plural(-d, 'element')} before the start of {name}'s memory")
+    where = (f"{plural(d, 'element')} past the end of the nearest tensor, {name}," if d > 0
+             else f"{plural(-d, 'element')} before the start of the nearest tensor, {name},")
     verb = {"load": "reads", "store": "writes", "atomic": "updates"}[what]
     count = int(outside.sum())
     raise OutOfBounds(f"your kernel {verb} outside every tensor it was given ({count} address{'es' if count > 1 else ''} "
-                      f"in one tl.{what}, the first {where}); the check stopped it before it touched memory that "
-                      f"is not yours. Check that tl.{what}'s strides (each from its own tensor) and its mask")
+                      f"in one tl.{what}, the first {where} in memory); the check stopped it before it touched memory "
+                      f"that is not yours. Check the strides that tl.{what}'s addresses use (each from its own tensor) "
+                      "and its mask")
 
 
 def show(fig) -> None:
@@ -335,7 +341,7 @@ ERROR_HINTS = [
     ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
                                          "e.g. return pid_m, pid_n"),
-    ("has no attribute", "a misspelt name?" + (" (the interpreter cannot say where in the kernel it is)"
+    ("has no attribute", "a misspelt name?" + (" (in a kernel, the interpreter cannot say on which line)"
                                               if runtime.INTERPRET else "")),
     ("arange's range must be a power of 2", "BLOCK_SIZE must be a power of two; the mask handles the rest"),
     ("AssertionError()", "Triton refused an operation without a reason: check the dtypes given to tl.dot (both "
@@ -348,8 +354,13 @@ ERROR_HINTS = [
     ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
     ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
                              "division, //, not /"),
-    ("Loop-carried variable", "a variable changed its type or shape in the loop: start the accumulator as a block "
-                              "of the tile's shape, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"),
+    ("unsupported AST node type: Break", "Triton kernels have no break (nor continue): put the condition in the "
+                                         "loop, while not done: ..."),
+    ("unsupported AST node type: Continue", "Triton kernels have no continue: put the rest of the body under an if"),
+    ("int() argument must be", "int() cannot take a value computed in a kernel: use // for integer division"),
+    ("Loop-carried variable", "a variable changed its type or shape in the loop: give it before the loop the shape "
+                              "and dtype the loop gives it (an accumulator: a float32 block of its tile's shape, "
+                              "tl.zeros((rows, cols), dtype=tl.float32)), and keep its updates in that dtype"),
 ]
 
 
@@ -433,6 +444,10 @@ def yours_or_reference(name: str, fn):
     return solutions.function(name)
 
 
+def _no_hook(*args, **kwargs):
+    """A launch hook that does nothing (see :class:`launches`)."""
+
+
 class launches(contextlib.AbstractContextManager):
     """Record the Triton kernels launched inside the ``with`` block (compiled or interpreted)::
 
@@ -464,11 +479,22 @@ class launches(contextlib.AbstractContextManager):
 
         for cls, original in zip(self._patched, self._originals):
             cls.run = patch(original)
+        # course.gemm relaunches a compiled kernel through its own launcher (course.launcher), past
+        # JITFunction.run, unless a launch hook is installed (as a profiler's would be): install one
+        import triton
+
+        self._hooks = getattr(getattr(getattr(triton, "knobs", None), "runtime", None), "launch_enter_hook", None)
+        if not hasattr(self._hooks, "add"):
+            self._hooks = None
+        if self._hooks is not None:
+            self._hooks.add(_no_hook)
         return self
 
     def __exit__(self, *exc):
         for cls, original in zip(self._patched, self._originals):
             cls.run = original
+        if self._hooks is not None:
+            self._hooks.remove(_no_hook)
         return False
 
     @property
@@ -560,16 +586,57 @@ def compiles_for_a_gpu(kernel, *args, **constexprs) -> None:
     ``tiled.matmul_kernel``'s arguments; a ✗ with the compiler's words if it refuses."""
     from course.compile import build
 
+    try:
+        inspect.getsource(getattr(kernel, "fn", kernel))
+    except (OSError, TypeError):  # defined by exec or python -c: the build (another process) needs the source
+        return
     if not args:
         a = torch.empty(64, 64, dtype=torch.float16)
         args, constexprs = (a, a, a, 64, 64, 64, 64, 1, 64, 1, 64, 1), dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
     try:
         build(kernel, *args, **constexprs)
     except RuntimeError as err:
-        lines = [line for line in str(err).splitlines()[1:] if line.strip()]
-        reason = next((line.strip() for line in reversed(lines) if "Error" in line or "error" in line), lines[-1:])
-        raise Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
-                      + hint_for(str(err))) from None
+        raise Failed("right under the interpreter, but Triton cannot compile it for a GPU:\n    "
+                     + _compiler_reason(str(err)) + hint_for(str(err))) from None
+
+
+def _compiler_reason(text: str) -> str:
+    """The compiler's reason from a failed build's output: the error line and, where it only says where
+    ("UnsupportedLanguageConstruct: at 5:12:"), the source line it points at and the words after the caret."""
+    lines = [line for line in text.splitlines()[1:] if line.strip()]
+    at = next((i for i in range(len(lines) - 1, -1, -1) if "Error" in lines[i] or "error" in lines[i]
+               or "Construct" in lines[i]), None)
+    if at is None:
+        return lines[-1].strip() if lines else "(no reason given)"
+    reason = lines[at].split(".")[-1].strip() if lines[at].startswith("triton.") else lines[at].strip()
+    if reason.endswith(":"):  # the reason follows the source excerpt and its caret
+        caret = next((i for i in range(at + 1, len(lines)) if lines[i].strip() == "^"), None)
+        source = lines[caret - 1].strip() if caret else ""
+        after = " ".join(line.strip() for line in lines[(caret or at) + 1:])
+        reason = f"{after or reason}" + (f"\n    at: {source}" if source else "")
+    return reason
+
+
+def resolve(node, scope: dict):
+    """The object an ``ast`` name or dotted attribute (``tl.swizzle2d``, ``tiled.waves``) stands for in
+    ``scope`` (a function's globals), builtins included; None where it cannot be found."""
+    import builtins
+
+    if isinstance(node, ast.Name):
+        return scope.get(node.id, getattr(builtins, node.id, None))
+    if isinstance(node, ast.Attribute):
+        base = resolve(node.value, scope)
+        return None if base is None else getattr(base, node.attr, None)
+    return None
+
+
+def module_of(obj) -> str:
+    """The module an object (a function, a @triton.jit function, a class or a module) comes from."""
+    import types
+
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    return getattr(getattr(obj, "fn", obj), "__module__", None) or ""
 
 
 def close(out, ref, tol: float | None = None) -> bool:

@@ -7,7 +7,6 @@ import numbers
 from fractions import Fraction
 from typing import Callable
 
-
 from course.exercises.core import Failed, exercise, require_function, user_error
 
 __all__ = ['check_saxpy_cost']

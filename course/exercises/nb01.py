@@ -10,9 +10,24 @@ from typing import Callable
 import torch
 
 from course import runtime
-from course.elementwise import describe_runs, guarded, overwritten_guard, runs, unwritten
-from course.exercises.core import (Failed, NotAttempted, constexpr_names, exercise, launches, plural,
-                                   require_function, unmasked_loads, user_error)
+from course.elementwise import (
+    describe_runs,
+    guarded,
+    overwritten_guard,
+    runs,
+    unwritten,
+)
+from course.exercises.core import (
+    Failed,
+    NotAttempted,
+    constexpr_names,
+    exercise,
+    launches,
+    plural,
+    require_function,
+    unmasked_loads,
+    user_error,
+)
 
 __all__ = ['check_axpy']
 

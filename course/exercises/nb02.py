@@ -6,7 +6,13 @@ from typing import Callable
 
 import torch
 
-from course.exercises.core import Failed, NotAttempted, exercise, is_stub, require_function
+from course.exercises.core import (
+    Failed,
+    NotAttempted,
+    exercise,
+    is_stub,
+    require_function,
+)
 from course.exercises.nb00 import constant_term, linear_count
 from course.exercises.nb01 import ELEMENTWISE_SIZES, run_elementwise
 

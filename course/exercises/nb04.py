@@ -1,14 +1,249 @@
-"""Notebook 04: the grouped launch order."""
+"""Notebook 04: what a wave reads, and the grouped launch order."""
 
 from __future__ import annotations
 
+import ast
+import builtins
+import inspect
+import numbers
+import operator
+import textwrap
 
 import torch
 
-from course.exercises.core import Failed, exercise, plural, require_jit, user_error
+from course.exercises.core import (
+    Failed,
+    exercise,
+    plural,
+    require_function,
+    require_jit,
+    user_error,
+)
 
-__all__ = ['check_grouped_tile']
+__all__ = ['check_wave_blocks', 'check_grouped_tile']
 
+
+# --- calls an exercise must not make ------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _resolve(node, namespace, local=frozenset()):
+    """The object that a name or a dotted name (``tiled.waves``) stands for in ``namespace`` (none for
+    the ``local`` names: arguments and variables of the function itself)."""
+    if isinstance(node, ast.Name):
+        return _MISSING if node.id in local else namespace.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, namespace, local)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            return getattr(base, node.attr)
+        except Exception:
+            return _MISSING
+    return _MISSING
+
+
+def forbidden_call(fn, forbidden, attributes: dict | None = None) -> str | None:
+    """The label of the first call that ``fn`` makes (in its source, read with ``ast``, and in the
+    source of the functions of its own module it calls) to an object of ``forbidden`` ((object,
+    label) pairs, or a dict) or to an attribute whose name is a key of ``attributes`` ({name: label}); None if none
+    (or when Python cannot find the source, as for code given to ``python -c``)."""
+    attributes = attributes or {}
+    targets = {}
+    for obj, label in getattr(forbidden, "items", lambda: forbidden)():  # the first label wins where two
+        # names are one object (solutions.grouped_tile is tiled.grouped_tile)
+        targets.setdefault(id(getattr(obj, "fn", obj)), label)
+    root = getattr(fn, "fn", fn)
+    seen, todo = set(), [root]
+    while todo:
+        function = todo.pop(0)
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            continue
+        namespace = {**vars(builtins), **getattr(function, "__globals__", {})}
+        try:
+            namespace.update(inspect.getclosurevars(function).nonlocals)
+        except (TypeError, ValueError):
+            pass
+        local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                local.update(a.arg for a in ast.walk(n.args) if isinstance(a, ast.arg))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not tree.body[0]:
+                local.add(n.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in attributes:
+                return attributes[node.attr]
+            if not isinstance(node, (ast.Name, ast.Attribute)):
+                continue
+            obj = _resolve(node, namespace, local)
+            if obj is _MISSING:
+                continue
+            label = targets.get(id(getattr(obj, "fn", obj)))
+            if label:
+                return label
+            inner = getattr(obj, "fn", obj)  # a helper of the learner's own (plain or @triton.jit): read it too
+            if inspect.isfunction(inner) and inner.__module__ == root.__module__ and inner is not root:
+                todo.append(inner)
+    return None
+
+
+# --- 04 · exercise 1: the blocks each wave reads ----------------------------------------------------
+
+def _grouped_order(num_pid_m: int, num_pid_n: int, group_m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The grouped launch order in torch (``tiled.grouped_tile``'s arithmetic, without a kernel)."""
+    pid = torch.arange(num_pid_m * num_pid_n)
+    first = pid // (group_m * num_pid_n) * group_m
+    height = torch.clamp(num_pid_m - first, max=group_m)
+    within = pid % (group_m * num_pid_n)
+    return (first + within % height).int(), (within // height).int()
+
+
+def _blocks(pid_m, pid_n, sms: int) -> list[tuple[int, int]]:
+    rows, cols = pid_m.tolist(), pid_n.tolist()
+    return [(len(set(rows[s:s + sms])), len(set(cols[s:s + sms]))) for s in range(0, len(rows), sms)]
+
+
+def _orders():
+    """(what, pid_m, pid_n, sms): the smallest first; row-major, grouped, column-major and shuffled
+    orders, a partial last wave, more SMs than programs, one SM, and the notebook's 4096^2 on an H100."""
+    def row_major(m, n):
+        return _grouped_order(m, n, 1)
+
+    def column_major(m, n):
+        pid = torch.arange(m * n)
+        return (pid % m).int(), (pid // m).int()
+
+    shuffle = torch.randperm(7 * 5, generator=torch.Generator().manual_seed(4))
+    rows, cols = row_major(7, 5)
+    return [("6 x 9 tiles in row-major order", *row_major(6, 9), 12),
+            ("6 x 9 tiles in grouped order (GROUP_M = 3)", *_grouped_order(6, 9, 3), 12),
+            ("5 x 7 tiles in grouped order (GROUP_M = 2)", *_grouped_order(5, 7, 2), 4),
+            ("4 x 6 tiles in column-major order", *column_major(4, 6), 5),
+            ("3 x 4 tiles in row-major order", *row_major(3, 4), 20),
+            ("2 x 3 tiles in grouped order (GROUP_M = 2)", *_grouped_order(2, 3, 2), 1),
+            ("7 x 5 tiles in a shuffled order", rows[shuffle], cols[shuffle], 6),
+            ("32 x 32 tiles in grouped order (GROUP_M = 8)", *_grouped_order(32, 32, 8), 132),
+            ("20 x 13 tiles in grouped order (GROUP_M = 4)", *_grouped_order(20, 13, 4), 108)]
+
+
+def _count(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+        return _count(value.item())
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _pairs(got, call: str) -> list[tuple[int, int]]:
+    """The learner's result as a list of (A, B) pairs of ints, or a ✗ that says what shape to return."""
+    shape = "return a list with one (A blocks, B blocks) pair per wave: [(a0, b0), (a1, b1), ...]"
+    if isinstance(got, (str, bytes, dict)) or isinstance(got, numbers.Number) or got is None:
+        raise Failed(f"{call} returned {_short(got)}: {shape}")
+    try:
+        items = list(got)
+    except TypeError:
+        raise Failed(f"{call} returned {_short(got)}: {shape}") from None
+    pairs = []
+    for item in items:
+        try:
+            a, b = item
+        except (TypeError, ValueError):
+            raise Failed(f"{call} returned {_short(got)}: each wave's entry must be two counts; {shape}") from None
+        a, b = _count(a), _count(b)
+        if a is None or b is None:
+            raise Failed(f"{call} returned {_short(got)}: the counts must be whole numbers; {shape}")
+        pairs.append((a, b))
+    return pairs
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@exercise("wave_blocks", "Fill in the body of wave_blocks above: one (A blocks, B blocks) pair per wave")
+def check_wave_blocks(wave_blocks) -> str:
+    """Check ``wave_blocks(pid_m, pid_n, sms)``: for a launch order (program ``p`` takes tile
+    ``(pid_m[p], pid_n[p])``, two int32 tensors as ``tiled.launch_order`` returns), one pair per wave
+    of ``sms`` consecutive programs (the last may hold fewer): the distinct row blocks of A and the
+    distinct column blocks of B its programs read."""
+    from course import solutions, tiled
+
+    require_function("wave_blocks", wave_blocks, ("pid_m", "pid_n", "sms"))
+    helper = forbidden_call(wave_blocks, [(tiled.wave_footprint, "tiled.wave_footprint"),
+                                          (tiled.waves_footprint, "tiled.waves_footprint"),
+                                          (solutions.wave_blocks, "the solution")])
+    if helper:
+        raise Failed(f"wave_blocks calls {helper}, which does the counting for you: count the blocks yourself "
+                     "(the distinct pid_m and pid_n of each wave)")
+    cases = _orders()
+    for what, pid_m, pid_n, sms in cases:
+        call = f"on {what} with {sms} SM{'s' if sms > 1 else ''}, wave_blocks"
+        try:
+            got = wave_blocks(pid_m.clone(), pid_n.clone(), sms)
+        except Exception as err:
+            raise user_error(call, err) from None
+        mine, want = _pairs(got, call), _blocks(pid_m, pid_n, sms)
+        if mine != want:
+            raise Failed(f"{call}: {_blocks_hint(mine, want, pid_m, pid_n, sms)}")
+    return f"right on {len(cases)} launch orders: row-major, grouped, column-major and shuffled, partial last waves"
+
+
+def _blocks_hint(mine, want, pid_m, pid_n, sms: int) -> str:
+    """What a wrong list of (A, B) pairs most likely got wrong."""
+    programs = len(pid_m)
+    sizes = [min(sms, programs - s) for s in range(0, programs, sms)]
+    for other in (sms - 1, sms + 1):
+        if other >= 1 and mine == _blocks(pid_m, pid_n, other):
+            return (f"your waves are {other} programs long: a wave is exactly sms programs, one per SM, "
+                    "the last one possibly fewer")
+    if len(mine) != len(want):
+        if len(mine) == 1:
+            return ("one pair for the first wave only: return one pair per wave, in launch order (later waves "
+                    "can read other blocks)")
+        if len(mine) == len(want) - 1 and sizes[-1] < sms:
+            return (f"{len(mine)} pairs: the last wave holds only {sizes[-1]} programs, but it is a wave too "
+                    "(its programs run at the same time): count it")
+        if len(mine) == programs - sms + 1:
+            return ("one pair per window of sms programs starting at every program: waves do not overlap, wave w "
+                    "is programs w·sms up to (w+1)·sms − 1")
+        return (f"{len(mine)} pairs for {programs} programs on {sms} SMs: one pair per wave of sms consecutive "
+                "programs, the last one possibly shorter")
+    if mine == [(b, a) for a, b in want]:
+        return "A's and B's counts are swapped: A's blocks are rows of tiles (pid_m), B's are columns (pid_n)"
+    if mine == [(n, n) for n in sizes]:
+        return ("every count equals the programs in the wave: count the distinct rows and columns, not the "
+                "programs (a set() of a tensor's elements keeps them all apart, since each is a tensor of its "
+                "own: .tolist() gives plain ints)")
+    rows, cols = pid_m.tolist(), pid_n.tolist()
+    if mine == [(len(set(rows[:s + sms])), len(set(cols[:s + sms]))) for s in range(0, programs, sms)]:
+        return ("later waves count the blocks of the waves before them too: count each wave's programs on "
+                "their own")
+    span = lambda v: max(v) - min(v) + 1  # noqa: E731
+    if mine == [(span(rows[s:s + sms]), span(cols[s:s + sms])) for s in range(0, programs, sms)]:
+        return ("you count from the lowest row (column) to the highest; a wave may skip some in between: count "
+                "the distinct ones")
+    if mine == _blocks(pid_m.sort().values, pid_n.sort().values, sms):
+        return ("a wave is the next sms programs in launch order (program ids), not the next rows once sorted: "
+                "keep the order you were given")
+    w = next(i for i, (x, y) in enumerate(zip(mine, want)) if x != y)
+    part, count = ("A row blocks", mine[w][0]) if mine[w][0] != want[w][0] else ("B column blocks", mine[w][1])
+    return (f"wave {w} (programs {w * sms} to {w * sms + sizes[w] - 1}): {count} {part} is not what its "
+            "programs read; each distinct pid_m of the wave is one block of A, each distinct pid_n one of B")
+
+
+# --- 04 · exercise 2: the grouped launch order -------------------------------------------------------
 
 # (num_pid_m, num_pid_n, GROUP_M): whole groups, a short last group, a group taller than the grid,
 # a single column, and a 4096^2 product in 128^2 tiles.
@@ -20,16 +255,29 @@ def check_grouped_tile(grouped_tile) -> str:
     """Check a ``@triton.jit`` function ``grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)`` that
     returns program ``pid``'s tile in grouped order, by running it in a kernel on several grids and
     comparing with the course's order (``course.tiled.grouped_tile``)."""
-    from course import plots, tiled
+    import triton.language as tl
+
+    from course import plots, solutions, tiled
 
     require_jit("grouped_tile", grouped_tile, ("pid", "num_pid_m", "num_pid_n", "GROUP_M"))
+    helper = forbidden_call(grouped_tile, [(tiled.grouped_tile, "the course's tiled.grouped_tile"),
+                                           (tiled.swizzled_tile, "the course's tiled.swizzled_tile"),
+                                           (solutions.grouped_tile, "the solution"),
+                                           (tl.swizzle2d, "tl.swizzle2d")],
+                            {"swizzle2d": "tl.swizzle2d"})
+    if helper == "tl.swizzle2d":
+        raise Failed("grouped_tile calls tl.swizzle2d, Triton's built-in for this very order: write the "
+                     "arithmetic yourself (the group of pid, its first row and height, then pid_m and pid_n)")
+    if helper:
+        raise Failed(f"grouped_tile calls {helper}, which is the answer: write the arithmetic yourself "
+                     "(the group of pid, its first row and height, then pid_m and pid_n)")
     for num_pid_m, num_pid_n, group_m in _ORDER_CASES:
         grid = f"{num_pid_m} x {num_pid_n} tiles with GROUP_M = {group_m}"
         try:
             mine = tiled.launch_order(num_pid_m, num_pid_n, group_m, mapping=grouped_tile)
         except Exception as err:
             raise user_error(f"on {grid}, your function", err) from None
-        reference = tiled.launch_order(num_pid_m, num_pid_n, group_m)
+        reference = _grouped_order(num_pid_m, num_pid_n, group_m)  # tiled.grouped_tile's order, without a launch
         pid_m, pid_n = mine
         if torch.equal(pid_m, reference[1]) and torch.equal(pid_n, reference[0]):
             raise Failed(f"on {grid}: pid_m and pid_n are swapped; return pid_m, pid_n in that order")

@@ -1,14 +1,20 @@
-"""Notebook 05: tuning."""
+"""Notebook 05: tuning: the waves a shape takes, and which configurations are worth timing."""
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
+import random
 
+import torch
 
 from course.exercises.core import Failed, exercise, require_function, user_error
+from course.exercises.nb04 import forbidden_call
 
-__all__ = ['check_wave_count']
+__all__ = ['check_wave_count', 'check_prune_configs']
 
+
+# --- 05 · exercise 1: tiles and waves -----------------------------------------------------------------
 
 # The last two fill their last wave exactly: 12 x 11 and 27 x 4 tiles.
 _WAVE_CASES = [(4096, 4096, 128, 128, 132), (3072, 3072, 128, 128, 132), (1000, 1000, 128, 128, 132),
@@ -16,14 +22,24 @@ _WAVE_CASES = [(4096, 4096, 128, 128, 132), (3072, 3072, 128, 128, 132), (1000, 
                (3456, 512, 128, 128, 108)]
 
 
+def _waves(M, N, bm, bn, sms) -> tuple[int, int, int]:
+    tiles = -(-M // bm) * -(-N // bn)
+    count = -(-tiles // sms)
+    return tiles, count, count * sms - tiles
+
+
 @exercise("wave_count", "Fill in the body of wave_count above: return (tiles, waves, idle SMs in the last wave)")
 def check_wave_count(wave_count) -> str:
     """Check ``wave_count(M, N, block_m, block_n, sms) -> (tiles, waves, idle)``: the tiles of an
     ``M x N`` output, the waves they take on ``sms`` SMs (one tile per SM at a time), and the SMs
     left idle in the last wave (0 when it is full)."""
-    from course import tiled
+    from course import solutions, tiled
 
     require_function("wave_count", wave_count, ("M", "N", "block_m", "block_n", "sms"))
+    helper = forbidden_call(wave_count, [(tiled.waves, "the course's tiled.waves"),
+                                         (solutions.wave_count, "the solution")])
+    if helper:
+        raise Failed(f"wave_count calls {helper}, which counts for you: count the tiles and waves yourself")
     for M, N, bm, bn, sms in _WAVE_CASES:
         call = f"wave_count({M}, {N}, {bm}, {bn}, {sms})"
         try:
@@ -35,30 +51,360 @@ def check_wave_count(wave_count) -> str:
         if any(isinstance(v, bool) or not isinstance(v, numbers.Real) for v in got):
             raise Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
         tiles, count, idle = got
-        want = tiled.waves(M, N, bm, bn, sms)
-        if tiles != want["tiles"]:
+        want = _waves(M, N, bm, bn, sms)
+        if tuple(got) != want and sorted(got) == sorted(want) and len(set(want)) == 3:
+            raise Failed(f"{call} returned the right numbers in another order: return (tiles, waves, idle)")
+        if tiles != want[0]:
             edge = M % bm or N % bn
             area = -(-(M * N) // (bm * bn))
             hint = ("rounding up the whole area is not enough: a tile is whole or not at all in each "
                     "dimension, so count the tiles along M and along N, each rounded up, then multiply"
                     if edge and tiles == area else
                     "a tile is whole or not at all: the tiles that hang over the edge count too, so round "
-                    "up, per dimension" if edge and tiles < want["tiles"] else
-                    "count the tiles along M and along N separately, then multiply")
+                    "up, per dimension" if edge and tiles < want[0] else
+                    "count the tiles along M (with block_m) and along N (with block_n), then multiply")
             if isinstance(tiles, float) and not float(tiles).is_integer():
                 hint = "tiles come in whole numbers: divide with rounding up, per dimension"
             raise Failed(f"{call} gives {tiles} tiles: {hint}")
-        if count != want["waves"]:
-            if count < want["waves"]:
+        if count != want[1]:
+            if count < want[1]:
                 hint = "the last, partial wave still takes a whole wave's time: round up"
-            elif want["tiles"] % sms == 0 and count == want["waves"] + 1:
+            elif want[0] % sms == 0 and count == want[1] + 1:
                 hint = "when the tiles fill the waves exactly there is no extra wave: round up, don't add one"
             else:
                 hint = "a wave is `sms` tiles at once: divide the tiles by the SMs, rounding up"
             raise Failed(f"{call} gives {count} waves: {hint}")
-        if idle != want["idle in the last wave"]:
-            hint = ("when the tiles fill the last wave exactly, no SM is idle" if want["idle in the last wave"] == 0
-                    else "the last wave holds the tiles left after the full waves (tiles % sms); the rest of the "
-                         "SMs wait")
+        if idle != want[2]:
+            if want[2] == 0:
+                hint = "when the tiles fill the last wave exactly, no SM is idle"
+            elif idle == want[0] - (want[1] - 1) * sms:
+                hint = "that is the SMs busy in the last wave; idle ones are the rest of the SMs"
+            else:
+                hint = ("the last wave holds the tiles left after the full waves; the rest of the SMs in it "
+                        "wait")
             raise Failed(f"{call} gives {idle} idle SMs: {hint}")
     return f"right on {len(_WAVE_CASES)} shapes"
+
+
+# --- 05 · exercise 2: which configurations are worth timing -------------------------------------------
+
+# Shared memory one program may take (bytes) and SMs, per GPU.
+_GPUS = {"H100": (227 * 1024, 132), "A100": (163 * 1024, 108), "RTX 4090": (99 * 1024, 128),
+         "V100": (96 * 1024, 80), "T4": (64 * 1024, 40), "MI300X": (64 * 1024, 304)}
+
+_DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.int8: "int8", torch.int32: "int32",
+           torch.float8_e4m3fn: "float8"}
+
+
+def _config(bm, bn, bk, warps, stages):
+    import triton
+
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=warps,
+                         num_stages=stages)
+
+
+@dataclasses.dataclass
+class _Launch:
+    """One call of the pruning function, as autotune makes it: a GPU, a product, the configurations."""
+
+    gpu: str
+    M: int
+    N: int
+    K: int
+    dtype: torch.dtype  # A's and B's
+    out: torch.dtype  # C's
+    min_fill: float
+    blocks: list  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of each configuration
+
+    @property
+    def limit(self) -> int:
+        return _GPUS[self.gpu][0]
+
+    @property
+    def sms(self) -> int:
+        return _GPUS[self.gpu][1]
+
+    def configs(self) -> list:
+        return [_config(*b) for b in self.blocks]
+
+    def named_args(self) -> dict:
+        """The kernel's arguments by name (``tiled.matmul_kernel``'s), as autotune passes them: tensors
+        on the meta device (a shape and a dtype, no memory); B stored K-major, as 8-bit tensor cores want."""
+        a = torch.empty((self.M, self.K), dtype=self.dtype, device="meta")
+        b = torch.empty((self.N, self.K), dtype=self.dtype, device="meta").T
+        c = torch.empty((self.M, self.N), dtype=self.out, device="meta")
+        return dict(a_ptr=a, b_ptr=b, c_ptr=c, M=self.M, N=self.N, K=self.K, stride_am=a.stride(0),
+                    stride_ak=a.stride(1), stride_bk=b.stride(0), stride_bn=b.stride(1), stride_cm=c.stride(0),
+                    stride_cn=c.stride(1))
+
+    def __str__(self) -> str:
+        out = "" if self.out == self.dtype else f" into {_DTYPES[self.out]}"
+        return (f"for a {self.M} x {self.N} x {self.K} {_DTYPES[self.dtype]} product{out} on an {self.gpu} "
+                f"({self.limit // 1024} KB, {self.sms} SMs) with min_fill = {self.min_fill}")
+
+    def keep(self, **mistake) -> list[bool]:
+        """Which configurations the rule keeps, or (with ``mistake``) a rule with one step wrong."""
+        element = {"a": self.dtype.itemsize, "c": self.out.itemsize, "two": 2, "one": 1}[mistake.get("element", "a")]
+        stages = mistake.get("stages", "num_stages")
+        fits, fill = [], []
+        for bm, bn, bk, warps, num_stages in self.blocks:
+            per_stage = bm * bn if mistake.get("block") == "tile" else bm * bk + bk * bn
+            count = {"num_stages": num_stages, "none": 1, "num_warps": warps}[stages]
+            need = count * per_stage * element
+            fits.append(need < self.limit if mistake.get("strict_limit") else need <= self.limit)
+            along_m, along_n = (self.M, self.N) if mistake.get("dims") != "swapped" else (self.N, self.M)
+            if mistake.get("tiles") == "floor":
+                tiles = max(along_m // bm, 0) * max(along_n // bn, 0)
+            elif mistake.get("tiles") == "area":
+                tiles = -(-(self.M * self.N) // (bm * bn))
+            else:
+                tiles = -(-along_m // bm) * -(-along_n // bn)
+            waves = -(-tiles // self.sms)
+            if mistake.get("fill") == "no waves":
+                value = tiles / self.sms
+            elif mistake.get("fill") == "last wave":
+                value = (tiles - (waves - 1) * self.sms) / self.sms
+            else:
+                value = tiles / (waves * self.sms) if waves else 0.0  # no tile at all (tiles rounded down)
+            fill.append(value > self.min_fill if mistake.get("strict_fill") else value >= self.min_fill)
+        if mistake.get("ignore") == "shared":
+            fits = [True] * len(fits)
+        if mistake.get("ignore") == "fill":
+            fill = [True] * len(fill)
+        full = [f and w for f, w in zip(fits, fill)]
+        if any(full):
+            return full
+        fallback = mistake.get("fallback", "fits")
+        if fallback == "none":
+            return full
+        if fallback == "all":
+            return [True] * len(fits)
+        return fits
+
+    def shared(self, i: int) -> int:
+        bm, bn, bk, _, stages = self.blocks[i]
+        return stages * (bm * bk + bk * bn) * self.dtype.itemsize
+
+    def describe(self, i: int) -> str:
+        bm, bn, bk, warps, stages = self.blocks[i]
+        return f"{bm} x {bn} x {bk} ({stages} stages)"
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): 16-bit configurations like tiled.TUNING_CONFIGS,
+# some too large for every GPU here, and 8-bit ones with a longer BLOCK_K.
+_C = dict(c1=(128, 256, 64, 8, 3), c2=(256, 128, 64, 8, 3), c3=(128, 128, 64, 8, 4), c4=(128, 64, 64, 4, 4),
+          c5=(64, 128, 64, 4, 4), c6=(64, 64, 64, 4, 5), c7=(64, 256, 32, 4, 4), c8=(256, 256, 64, 8, 4),
+          c9=(128, 128, 64, 8, 3), c10=(128, 128, 32, 4, 2), x1=(256, 128, 128, 8, 5), x2=(256, 256, 256, 8, 2),
+          d1=(128, 256, 128, 8, 3), d2=(128, 128, 128, 8, 3), d3=(128, 128, 128, 8, 4), d4=(64, 128, 128, 4, 4),
+          d5=(256, 128, 128, 8, 4))
+
+
+def _launches() -> list[_Launch]:
+    """The check's calls, the simplest first: shared memory alone, then waves, dtypes of 4 and 1 bytes,
+    exact limits, the fallback, non-square shapes; then seeded random ones."""
+    f16, f32, i8, i32, f8 = torch.float16, torch.float32, torch.int8, torch.int32, torch.float8_e4m3fn
+    pick = lambda *names: [_C[n] for n in names]  # noqa: E731
+    fixed = [
+        _Launch("H100", 4096, 4096, 4096, f16, f16, 0.8, pick("c1", "c3", "c6", "c8", "x1", "x2")),
+        _Launch("H100", 1536, 1536, 1536, f16, f16, 0.8, pick("c1", "c3", "c6", "c5")),
+        _Launch("H100", 3072, 3072, 3072, f16, f16, 0.8, pick("c1", "c2", "c3", "c4", "c6")),
+        _Launch("H100", 4096, 4096, 4096, f32, f32, 0.8, pick("c1", "c3", "c4", "c6", "c10")),
+        _Launch("RTX 4090", 4096, 4096, 4096, i8, i32, 0.8, pick("d1", "d2", "d3", "d4", "c10")),
+        _Launch("V100", 2048, 2048, 2048, f16, f32, 0.75, pick("c3", "c9", "c4", "c6")),
+        _Launch("H100", 1152, 1408, 4096, f16, f16, 0.75, pick("c1", "c3", "c6", "c7")),
+        _Launch("H100", 16, 8192, 8192, f16, f16, 0.8, pick("c1", "c3", "c5", "c7", "c8")),
+        _Launch("A100", 1000, 5000, 1024, f16, f16, 0.9, pick("c1", "c2", "c3", "c4", "c5", "c7")),
+        _Launch("H100", 8192, 8192, 8192, f8, f16, 0.8, pick("d1", "d2", "d5", "x1", "c8")),
+        _Launch("T4", 2000, 3000, 1000, f16, f16, 0.8, pick("c9", "c10", "c6", "c4", "c5")),
+        _Launch("MI300X", 6000, 1000, 1000, f32, f32, 0.85, pick("c4", "c5", "c6", "c10", "c7")),
+    ]
+    rng = random.Random(5)
+    dtypes = [(f16, f16), (f16, f32), (f32, f32), (i8, i32), (f8, f16)]
+    for _ in range(40):
+        dtype, out = rng.choice(dtypes)
+        blocks = rng.sample(list(_C.values()), rng.randint(2, 7))
+        launch = _Launch(rng.choice(list(_GPUS)), rng.choice([16, 64, 300, 1000, 2048, 3072, 5000, 8192]),
+                         rng.choice([64, 512, 1024, 1536, 4096, 6000, 14336]), 4096, dtype, out,
+                         rng.choice([0.5, 0.7, 0.8, 0.9]), blocks)
+        fills = [_fill(launch.M, launch.N, bm, bn, launch.sms) for bm, bn, *_ in blocks]
+        # at least one configuration fits (autotune needs one), and no fill so close to min_fill that
+        # rounding decides (the fixed calls have one, exactly 3/4)
+        if any(launch.keep(ignore="fill")) and all(abs(f - launch.min_fill) > 1e-6 for f in fills):
+            fixed.append(launch)
+    return fixed
+
+
+def _fill(M, N, bm, bn, sms) -> float:
+    tiles = -(-M // bm) * -(-N // bn)
+    return tiles / (-(-tiles // sms) * sms)
+
+
+# Mistakes of one step each, the hint for each; the first that explains every call the learner's
+# function answered gets its hint.
+_MISTAKES = [
+    (dict(ignore="shared"), "it keeps configurations whatever shared memory they need: drop those that need "
+                            "more than shared_limit"),
+    (dict(stages="none"), "the shared memory counts one stage only: each of the num_stages stages holds a block "
+                          "of A and one of B"),
+    (dict(stages="num_warps"), "the shared memory counts num_warps copies: the copies in flight are the "
+                               "num_stages stages"),
+    (dict(element="one"), "the shared memory counts elements, not bytes: multiply by the bytes per element"),
+    (dict(element="c"), "the element size is C's: shared memory holds blocks of A and B, so it is their "
+                        "element size that counts (C's dtype can differ, e.g. int8 into int32)"),
+    (dict(element="two"), "every dtype counts as 2 bytes: the bytes per element come from A's dtype "
+                          "(named_args['a_ptr'].element_size())"),
+    (dict(block="tile"), "the shared memory counts a BLOCK_M x BLOCK_N tile: a stage holds a BLOCK_M x BLOCK_K "
+                         "block of A and a BLOCK_K x BLOCK_N block of B"),
+    (dict(strict_limit=True), "a configuration that needs exactly shared_limit fits: keep it (at most the "
+                              "limit, not below it)"),
+    (dict(ignore="fill"), "it keeps configurations whose waves are less than min_fill full: drop those, "
+                          "unless none that fits reaches min_fill (and count a partial last wave as a whole one)"),
+    (dict(fill="no waves"), "the fill divides the tiles by the SMs without counting waves: a partial last wave "
+                            "takes a whole wave's time, so divide by waves x sms"),
+    (dict(fill="last wave"), "the fill is that of the last wave alone: it is the tiles over the SM time of "
+                             "all the waves (tiles / (waves x sms))"),
+    (dict(tiles="floor"), "the tiles are rounded down: a tile that hangs over the edge is still a whole tile"),
+    (dict(tiles="area"), "the tiles come from the whole area: count them along M and along N, each rounded up"),
+    (dict(dims="swapped"), "the tiles are counted with M and N swapped: BLOCK_M tiles M, BLOCK_N tiles N"),
+    (dict(strict_fill=True), "a fill equal to min_fill is enough: keep it (at least min_fill)"),
+    (dict(fallback="all"), "when no configuration reaches min_fill it keeps all of them, also those that do "
+                           "not fit: keep those that fit"),
+]
+
+
+# What autotune adds to each call of early_config_prune: the launch's keyword arguments.
+_LAUNCH_KWARGS = dict(grid=lambda meta: (1,), warmup=False)
+
+
+def _config_key(config):
+    return (tuple(sorted(getattr(config, "kwargs", {}).items())), getattr(config, "num_warps", None),
+            getattr(config, "num_stages", None))
+
+
+def _learner_error(call: str, err: Exception) -> Failed:
+    """A ✗ for an error of the learner's pruning function, with a hint where the error says little."""
+    if isinstance(err, ZeroDivisionError):
+        return Failed(f"{call} divided by zero: with fewer tiles than SMs there is one wave, a partial one "
+                      "(round the waves up)")
+    if isinstance(err, KeyError) and err.args and err.args[0] in ("num_stages", "num_warps"):
+        return Failed(f"{call} raised KeyError: {err.args[0]!r}: num_stages and num_warps are attributes of a "
+                      "Config (config.num_stages); config.kwargs holds the kernel's own parameters (BLOCK_M, ...)")
+    if isinstance(err, KeyError):
+        return Failed(f"{call} raised KeyError: {err.args[0]!r}: named_args holds the kernel's arguments by "
+                      "name (a_ptr, b_ptr, c_ptr, M, N, K, stride_am, ...) and config.kwargs the block sizes "
+                      "(BLOCK_M, BLOCK_N, BLOCK_K)")
+    if isinstance(err, AttributeError) and "Config" in str(err):
+        return Failed(f"{call} raised AttributeError: {err}: a Config keeps the block sizes in its dict "
+                      "config.kwargs (config.kwargs['BLOCK_M']) and num_stages, num_warps as attributes")
+    return user_error(call, err)
+
+
+def _kept(result, given: list, call: str) -> list[bool]:
+    """Which of ``given`` the learner's ``result`` keeps, or a ✗ that says what to return."""
+    if isinstance(result, (list, tuple)):
+        items = list(result)
+    else:
+        what = type(result).__name__
+        raise Failed(f"{call} returned {'None' if result is None else 'a ' + what}: return a list of the "
+                     "triton.Config objects worth timing")
+    keys = [_config_key(c) for c in given]
+    kept = [False] * len(given)
+    for item in items:
+        if not hasattr(item, "kwargs") or not hasattr(item, "num_stages"):
+            raise Failed(f"{call} returned a list holding a {type(item).__name__}: return the triton.Config "
+                         "objects themselves (autotune launches with them)")
+        match = next((i for i, c in enumerate(given) if c is item), None)
+        if match is None:
+            match = next((i for i, k in enumerate(keys) if k == _config_key(item)), None)
+        if match is None:
+            raise Failed(f"{call} returned a configuration that was not among those given: keep or drop "
+                         "them, don't change them")
+        if kept[match]:
+            raise Failed(f"{call} returned one configuration twice: autotune would time it twice")
+        kept[match] = True
+    return kept
+
+
+@exercise("prune_configs", "Fill in the body of prune_configs above: the configurations worth timing")
+def check_prune_configs(prune_configs) -> str:
+    """Check ``prune_configs(configs, named_args, shared_limit, sms, min_fill, **kwargs)``, an
+    ``early_config_prune`` for ``triton.autotune`` (``kwargs``: the launch's own, which autotune passes
+    on): it keeps the configurations whose shared memory
+    (``num_stages × (BLOCK_M·BLOCK_K + BLOCK_K·BLOCK_N) ×`` A's element size) is at most
+    ``shared_limit`` and, of those, the ones whose waves are at least ``min_fill`` full (tiles /
+    (waves × sms)); all that fit when none is. Tried on several GPUs, dtypes of 1, 2 and 4 bytes,
+    exact limits, and seeded random shapes."""
+    import inspect
+
+    from course import solutions, tiled
+
+    require_function("prune_configs", prune_configs, ("configs", "named_args", "shared_limit", "sms", "min_fill"))
+    try:
+        signature = inspect.signature(prune_configs)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind([], {}, shared_limit=0, sms=1, min_fill=0.5)
+        except TypeError:
+            raise Failed("prune_configs must take its last three arguments by these names (shared_limit, sms, "
+                         "min_fill): autotune's call goes through functools.partial(prune_configs, shared_limit=..., "
+                         "sms=..., min_fill=...)") from None
+        try:
+            signature.bind([], {}, shared_limit=0, sms=1, min_fill=0.5, **_LAUNCH_KWARGS)
+        except TypeError:
+            raise Failed("prune_configs takes no other keyword arguments, but autotune passes it the launch's too "
+                         "(grid=..., warmup=...): end the signature with **kwargs") from None
+    helper = forbidden_call(prune_configs, [(tiled.shared_bytes, "the course's tiled.shared_bytes"),
+                                            (tiled.waves, "the course's tiled.waves"),
+                                            (solutions.prune_configs, "the solution")])
+    if helper:
+        raise Failed(f"prune_configs calls {helper}: work the shared memory and the waves out yourself "
+                     "(your wave_count from the exercise above is fine)")
+    launches = _launches()
+    answered = []  # (launch, what the learner kept) for each call, until the first that is wrong
+    for launch in launches:
+        call = f"{launch}, prune_configs"
+        configs = launch.configs()
+        given, keys = list(configs), [_config_key(c) for c in configs]
+        try:
+            result = prune_configs(configs, launch.named_args(), shared_limit=launch.limit, sms=launch.sms,
+                                   min_fill=launch.min_fill, **_LAUNCH_KWARGS)
+        except Exception as err:
+            raise _learner_error(call, err) from None
+        if len(configs) != len(given) or any(c is not g for c, g in zip(configs, given)) or \
+                [_config_key(c) for c in given] != keys:
+            raise Failed(f"{call} changed the list of configurations it was given: autotune keeps that list for "
+                         "every later shape, so build a new list and leave it as it is")
+        if isinstance(result, (list, tuple)) and not result:
+            raise Failed(f"{call} returned no configuration: autotune needs at least one to time; when none "
+                         "that fits reaches min_fill, keep all that fit (the timing decides)")
+        kept = _kept(result, given, call)
+        answered.append((launch, kept))
+        want = launch.keep()
+        if kept != want:
+            raise Failed(f"{call}: {_prune_hint(answered)}")
+    return (f"right on {len(launches)} calls: {len(_GPUS)} GPUs' limits, 1-, 2- and 4-byte dtypes, exact limits, "
+            "and shapes no configuration fills")
+
+
+def _prune_hint(answered) -> str:
+    """What a wrong pruning most likely got wrong: the one-step mistake that explains every answer so
+    far, else the one that explains the wrong one, else the first configuration kept or dropped wrongly."""
+    launch, kept = answered[-1]
+    for everywhere in (True, False):
+        for mistake, hint in _MISTAKES:
+            calls = answered if everywhere else answered[-1:]
+            if all(launch_.keep(**mistake) == kept_ for launch_, kept_ in calls):
+                return hint
+    want = launch.keep()
+    i = next(i for i, (k, w) in enumerate(zip(kept, want)) if k != w)
+    fits = launch.shared(i) <= launch.limit
+    if kept[i] and not fits:
+        return f"it keeps {launch.describe(i)}, which needs more shared memory than shared_limit"
+    if kept[i]:
+        return f"it keeps {launch.describe(i)}, whose waves are less than min_fill full while others' are not"
+    if not any(launch.keep(fallback="none")):  # nothing that fits fills the waves: the fallback applies
+        return (f"it drops {launch.describe(i)}, which fits; no configuration reaches min_fill here, so the waves "
+                "cannot choose: keep every one that fits")
+    return f"it drops {launch.describe(i)}, which fits in shared memory and fills at least min_fill of the waves"

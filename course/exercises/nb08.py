@@ -2,28 +2,166 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
+import dataclasses
+import inspect
+import textwrap
 
 import torch
 
 from course import runtime
-from course.exercises.core import Failed, close, exercise, require_jit, user_error
+from course.exercises.core import (
+    Failed,
+    close,
+    compiles_for_a_gpu,
+    exercise,
+    require_jit,
+    user_error,
+)
 
-__all__ = ['check_gelu']
+__all__ = ['check_gelu', 'check_quantize_rows']
+
+
+# --- what a learner's function takes from elsewhere ----------------------------------------------------------
+
+_MISSING = object()
+
+
+def _borrowed(name: str, kernel) -> str | None:
+    """A ✗ message when the learner's ``@triton.jit`` function ``kernel``, or a ``@triton.jit`` helper of
+    theirs, uses torch, the course's own code, the reference solution, libdevice or a plain Python global
+    number; None when it uses only Triton and helpers of its own. Read from the source with ``ast``, names
+    resolved in the function's globals (local names and comments are never taken for a call)."""
+    fn = getattr(kernel, "fn", kernel)
+    module = getattr(fn, "__module__", None) or ""
+    if module == "course.solutions":
+        return None  # the answer key itself
+    if module.startswith("course."):
+        return (f"{name} is the course's own {module.rsplit('.', 1)[-1]}.{fn.__name__}: the exercise is to write "
+                "it yourself")
+    seen: set = set()
+
+    def visit(f) -> str | None:
+        if f in seen:
+            return None
+        seen.add(f)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+        except (OSError, TypeError, SyntaxError):
+            return None
+        local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in local:
+                continue
+            chain, up = [node.id], parents.get(node)
+            while isinstance(up, ast.Attribute):
+                chain.append(up.attr)
+                up = parents.get(up)
+            obj = f.__globals__.get(node.id, getattr(builtins, node.id, _MISSING))
+            if obj is _MISSING:
+                continue
+            if type(obj) in (int, float) and len(chain) == 1:
+                return (f"{name} reads the Python global {node.id} = {obj!r}: the interpreter allows it, but a kernel "
+                        "compiled for a GPU can only read globals made with tl.constexpr: write "
+                        f"{node.id} = tl.constexpr({obj!r}), or the number itself in the function")
+            objs = [obj]  # what each prefix of the chain names: tl, tl.extra, tl.extra.cuda, ...
+            for attr in chain[1:]:
+                nxt = getattr(objs[-1], attr, _MISSING)
+                if nxt is _MISSING:
+                    if attr == "tanh" and getattr(objs[-1], "__name__", "").startswith("triton"):
+                        return (f"{'.'.join(chain[:len(objs) + 1])} does not exist: triton.language has no tanh "
+                                "that runs everywhere. Build it from tl.exp, as the exercise says")
+                    break
+                objs.append(nxt)
+            for depth in reversed(range(len(objs))):  # the most precise name first: epilogues.gelu, not epilogues
+                said = _foreign(name, ".".join(chain[:depth + 1]), objs[depth])
+                if said:
+                    return said
+            last = objs[-1]
+            if hasattr(last, "fn") and hasattr(last, "arg_names"):  # a @triton.jit helper of the learner's
+                if not (getattr(last.fn, "__module__", None) or "").startswith("triton"):
+                    said = visit(last.fn)
+                    if said:
+                        return said
+        return None
+
+    return visit(fn)
+
+
+def _foreign(name: str, dotted: str, obj) -> str | None:
+    """The ✗ message for one name a learner's function uses, if it comes from where it must not."""
+    if inspect.ismodule(obj):
+        where = obj.__name__
+    elif hasattr(obj, "fn") and hasattr(obj, "arg_names"):
+        where = getattr(obj.fn, "__module__", None) or ""
+    elif isinstance(obj, torch.Tensor):
+        where = "torch"
+    elif inspect.isroutine(obj) or inspect.isclass(obj):
+        where = getattr(obj, "__module__", None) or ""
+    else:
+        return None
+    real = getattr(getattr(obj, "fn", obj), "__name__", None)
+    if not inspect.ismodule(obj) and real and where and f"{where.rsplit('.', 1)[-1]}.{real}" != dotted:
+        dotted = f"{where.rsplit('.', 1)[-1]}.{real}, as {dotted}"  # imported under another name
+    if "libdevice" in where:
+        return (f"{name} uses libdevice ({dotted}), which runs only compiled on a GPU: under the CPU interpreter "
+                "its functions return nothing (None). Build it from tl functions (tl.exp, tl.where, tl.abs, "
+                "tl.floor, ...) so that it runs everywhere")
+    if where == "torch" or where.startswith("torch."):
+        return (f"{name} uses torch ({dotted}): torch runs outside kernels, on whole tensors. Inside a "
+                "@triton.jit function write it with triton.language (tl.*)")
+    if where == "course.solutions":
+        return (f"{name} calls the reference solution ({dotted}): write it yourself (exercises.solution(...) "
+                "shows the reference, to read)")
+    if where == "course" or where.startswith("course."):
+        return f"{name} uses the course's own {dotted}: the exercise is to write it yourself"
+    return None
+
+
+def _user_error(what: str, err: BaseException) -> Failed:
+    """:func:`core.user_error`, with a hint for a value that is None (a helper without ``return``)."""
+    failure = user_error(what, err)
+    if "NoneType" in str(failure) and "hint:" not in str(failure):
+        failure = Failed(str(failure) + "\n  hint: a value is None: does every @triton.jit helper of yours end "
+                                        "with return?")
+    return failure
+
+
+# --- gelu ---------------------------------------------------------------------------------------------------
+
+# The check's tolerance for gelu, per element: |got - GELU(x)| <= GELU_TOL * (|x| + |GELU(x)|). Each of the
+# dozen float32 operations of a sound formula rounds by at most 2^-24 of its result; the errors of tanh's
+# argument and of tanh itself reach the result through 0.5 x (1 + tanh), the last products through GELU(x).
+# Measured: the tanh from exp(-2|u|), x * sigmoid(2u) and an exp2 form stay within 1 unit of 2^-24 (|x| +
+# |GELU(x)|) under the interpreter; a GPU's tl.exp (ex2.approx) adds about 2. Eight units (2^-21) leave room
+# for all of them, and a shortened constant shows: 0.0447 for 0.044715 is 81 units off, 0.79788 for
+# sqrt(2 / pi) 19.
+GELU_TOL = 2.0 ** -21
+
+_FAR = (50.0, 100.0, 1e3, 1e4)
 
 
 @exercise("gelu", "Write the body of gelu above: the tanh approximation of GELU for a float32 tile x")
 def check_gelu(gelu) -> str:
-    """Check a ``@triton.jit`` function ``gelu(x)``, the tanh approximation of GELU, on values from -12 to 12
-    and far out to +-10^4 (each, in a kernel), then as the epilogue of ``epilogues.fused_linear_kernel``."""
+    """Check a ``@triton.jit`` function ``gelu(x)``, the tanh approximation of GELU, at every 1/64 from -12
+    to 12 and far out to +-10^4 (each, in a kernel) to float32's rounding, then as the epilogue of
+    ``epilogues.fused_linear_kernel``."""
     from course import epilogues
 
     require_jit("gelu", gelu, ("x",))
-    far = torch.tensor([50.0, 100.0, 1e3, 1e4])
-    x = torch.cat([torch.linspace(-12, 12, 481), far, -far]).to(runtime.DEVICE)
+    borrowed = _borrowed("gelu", gelu)
+    if borrowed:
+        raise Failed(borrowed)
+    near = torch.arange(-12 * 64, 12 * 64 + 1) / 64  # exact in float32; -3 .. -1 is where the constants show
+    far = torch.tensor(_FAR)
+    x = torch.cat([near, far, -far]).to(runtime.DEVICE)
     try:
         got = epilogues.apply(gelu, x).cpu().double()
     except Exception as err:
-        raise user_error("applied to a tile, your gelu", err) from None
+        raise _user_error("applied to a tile, your gelu", err) from None
     xs = x.cpu().double()
     want = torch.nn.functional.gelu(xs, approximate="tanh")
 
@@ -32,14 +170,15 @@ def check_gelu(gelu) -> str:
         at = float(xs[bad][0])
         raise Failed(f"gelu({at:g}) is {float(got[bad][0])}: for large |x| an exp overflowed (to inf, and inf / inf "
                       "or inf - inf is nan). Build tanh from an exp that cannot overflow, and mind the sign")
-    core = slice(0, 481)  # -12 .. 12, where the forms of GELU differ; past it every GELU is x or 0
-    far_wrong = ((got[481:] - want[481:]).abs() > 1e-5 * want[481:].abs() + 1e-6).any()
-    if close(got[core], want[core], 1e-5) and far_wrong:
-        worst = 481 + int(torch.argmax((got[481:] - want[481:]).abs()))
-        raise Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}, GELU gives {float(want[worst]):.6g}: "
-                      "right from -12 to 12, wrong far out")
-    got, want, xs = got[core], want[core], xs[core]
-    if not close(got, want, 1e-5):
+    within = (got - want).abs() <= GELU_TOL * (xs.abs() + want.abs())
+    n = len(near)
+    core = slice(0, n)
+    if within[core].all() and not within[n:].all():
+        worst = n + int(torch.nonzero(~within[n:])[0])
+        raise Failed(f"right from -12 to 12, but gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}: far from 0, "
+                      "think about what tanh tends to and what your formula does with it")
+    if not within.all():
+        got, want, xs = got[core], want[core], xs[core]
         if close(got, xs, 1e-5):
             raise Failed("gelu returned its input unchanged: the epilogue must transform the tile")
         if close(got, 2 * want, 1e-5):
@@ -54,12 +193,14 @@ def check_gelu(gelu) -> str:
         if close(got, 0.5 * xs * (1 + torch.tanh(u.abs())), 1e-5):
             raise Failed("wrong for negative x: your tanh lost its sign. tanh is odd, tanh(-u) = -tanh(u): compute "
                           "it for |u| and restore the sign with tl.where")
+        off = (got - want).abs() / (GELU_TOL * (xs.abs() + want.abs())).clamp(min=1e-300)
+        worst = int(torch.argmax(off))
         if close(got, want, 1e-2):
-            raise Failed("close, but not GELU's tanh approximation: check the constants (0.5, sqrt(2 / pi) = "
-                          "0.7978845608..., 0.044715)")
-        worst = int(torch.argmax((got - want).abs()))
-        raise Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}, GELU's tanh approximation gives "
-                      f"{float(want[worst]):.6g}")
+            raise Failed(f"close, but not GELU's tanh approximation: gelu({float(xs[worst]):g}) is "
+                          f"{float(off[worst]) * 8:.0f} units of float32's rounding off, where a sound formula stays "
+                          "within 8. Check the constants to every digit (0.5, sqrt(2 / pi) = 0.7978845608..., "
+                          "0.044715)")
+        raise Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}: not GELU's tanh approximation there")
     torch.manual_seed(0)
     a = (30 * torch.randn(50, 70)).half().to(runtime.DEVICE)  # a wide range of accumulator values
     w = torch.randn(40, 70).half().to(runtime.DEVICE)
@@ -68,11 +209,372 @@ def check_gelu(gelu) -> str:
         y = epilogues.linear(a, w, bias, activation=gelu, out_dtype=torch.float32, num_programs=3, block_m=32,
                              block_n=32, block_k=32, num_warps=4, num_stages=2)
     except Exception as err:
-        raise user_error("as the epilogue of fused_linear_kernel, your gelu", err) from None
+        raise _user_error("as the epilogue of fused_linear_kernel, your gelu", err) from None
     if not torch.isfinite(y).all():
         raise Failed("as an epilogue, gelu gave inf or nan on some accumulator values: an exp overflowed. Build "
                       "tanh from an exp that cannot overflow")
-    if not close(y, epilogues.reference(a, w, bias, "gelu"), 1e-4):
+    if not close(y, epilogues.reference(a, w, bias, "gelu"), 1e-5):
         raise Failed("right value by value, but wrong as an epilogue: gelu must work on a whole tile at once "
                       "(tl functions, no Python math on single values)")
-    return "right from -10^4 to 10^4 and as the epilogue of a fused linear layer"
+    return "right to float32's rounding from -10^4 to 10^4, and as the epilogue of a fused linear layer"
+
+
+# --- quantize_rows --------------------------------------------------------------------------------------------
+
+QUANTIZE_PARAMS = ("X", "Q", "S", "M", "N", "stride_xm", "stride_xn", "stride_qm", "stride_qn", "stride_s",
+                   "BLOCK_M", "BLOCK_N")
+# Scales: peak / 127 rounded once to float32 is the reference; another order of the same operations (peak *
+# (1 / 127), 127 / peak inverted) is at most 2 float32 steps (2^-23 each) away.
+SCALE_TOL = 2.0 ** -22
+# q: round(x / scale) to the nearest integer, computed in float64 with the reference scale. A float32 x / scale
+# (or x * (127 / peak)) is a few float32 steps (2^-24 relative each) from it, so where x / scale lies within
+# 2^-20 (relative) of a half-integer, both neighbours are accepted: that is ties (x / scale exactly k + 0.5,
+# which may round either way) and the values float32 cannot tell from them; nowhere else.
+TIE_BAND = 2.0 ** -20
+# Around X: float16 values from 30000 to 58768, larger than most values of the tests and each different from its
+# neighbours, so a load from outside X shows in the scale, and where it read shows which mistake it was.
+_X_GUARD_LOW = 30000.0
+_Q_GUARD = -128  # outside [-127, 127]: never a right answer, so an element still -128 was never stored
+
+
+@dataclasses.dataclass
+class _Case:
+    what: str
+    values: torch.Tensor  # (M, N) float16, on the CPU
+    block_m: int
+    block_n: int
+    x_layout: str = "rows"  # "rows" (row-major, rows padded), "cols" (column-major) or "spaced" (every third)
+    q_layout: str = "rows"
+    s_stride: int = 1
+    rows: dict = dataclasses.field(default_factory=dict)  # row -> what is special about it (for messages)
+
+
+def _placed(values: torch.Tensor, layout: str, fill, dtype, pad_m: int, pad_n: int):
+    """``values`` (M, N) written into a view of ``layout`` inside a buffer of ``fill``, ``pad_m`` rows and ``pad_n``
+    columns larger: (buffer, view, the same view of a boolean "inside" map)."""
+    M, N = values.shape
+    if layout == "rows":
+        shape, select = (M + pad_m, N + pad_n), (lambda t: t[:M, :N])
+    elif layout == "cols":
+        shape, select = (N + pad_n, M + pad_m), (lambda t: t[:N, :M].t())
+    else:  # "spaced": row-major with a column stride of 3
+        shape, select = (M + pad_m, 3 * (N + pad_n)), (lambda t: t[:M, 1:3 * N + 1:3])
+    buffer = torch.full(shape, fill, dtype=dtype, device=runtime.DEVICE)
+    view = select(buffer)
+    view.copy_(values.to(device=runtime.DEVICE, dtype=dtype))
+    inside = torch.zeros(shape, dtype=torch.bool)
+    select(inside).fill_(True)
+    return buffer, view, inside
+
+
+def _quantize_cases() -> list[_Case]:
+    """The matrices the check quantizes, smallest first: plain values, then rows longer than a block, hard
+    values, strided and transposed layouts, and seeded random shapes."""
+    g = torch.Generator().manual_seed(8)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    cases = [_Case("a 3 x 10 matrix in one block (BLOCK_M = 4, BLOCK_N = 16)", randn(3, 10).half(), 4, 16)]
+
+    long = randn(5, 70) * 0.5  # row r has its largest magnitude in block r of 16 columns (the last one ragged)
+    long[1:, 1] = -2.0  # the largest magnitude of the first block: no row's largest value
+    long[:4, 66] = -3.0  # and of the last block
+    for r, (j, sign) in enumerate([(3, 1), (20, -1), (37, 1), (54, -1), (68, -1)]):
+        long[r, j] = 4.0 * sign
+    cases.append(_Case("a 5 x 70 matrix, rows longer than a block (BLOCK_M = 2, BLOCK_N = 16)", long.half(), 2, 16,
+                       rows={r: f"its largest magnitude in columns {16 * r} to {min(16 * r + 15, 69)}"
+                             for r in range(5)}))
+
+    hard = torch.zeros(8, 40)
+    hard[0] = randn(40)
+    # hard[1] stays all zero
+    hard[2] = 0.01 * randn(40)
+    hard[2, 37] = 1000.0  # one outlier, in the last (ragged) block
+    hard[3] = torch.sign(randn(40)) * (20000 + 45504 * torch.rand(40, generator=g))
+    hard[3, 5] = -65504.0  # float16's largest
+    hard[4] = -(randn(40).abs() + 0.25)
+    hard[5] = torch.randint(1, 1024, (40,), generator=g) * 2.0 ** -24 * torch.sign(randn(40))  # float16 subnormals
+    ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, -3.5, 126.5, -126.5, 0.50048828125, -0.50048828125,
+            2.498046875, -2.498046875]
+    hard[6, :len(ties)] = torch.tensor(ties)
+    hard[6, len(ties):] = torch.randint(-400, 400, (40 - len(ties),), generator=g) / 4.0
+    hard[7] = 30 * torch.rand(40, generator=g)
+    hard[7, 22] = -100.0  # the largest magnitude is negative, every other value positive
+    cases.append(_Case("8 rows of hard values (BLOCK_M = 4, BLOCK_N = 16)", hard.half(), 4, 16, rows={
+        0: "plain values", 1: "all zero", 2: "small values and one outlier of 1000 in the last block",
+        3: "huge values, up to 65504 in magnitude", 4: "all negative", 5: "tiny values (float16 subnormals)",
+        6: "values a half apart, ties", 7: "its largest magnitude negative, every other value positive"}))
+
+    cases.append(_Case("a 7 x 45 X stored transposed (column-major), Q with a column stride of 3, S with a stride "
+                       "of 3 (BLOCK_M = 4, BLOCK_N = 32)", (8 * randn(7, 45)).half(), 4, 32, "cols", "spaced", 3))
+    cases.append(_Case("a 9 x 33 X with a column stride of 3, Q stored transposed, S with a stride of 2 "
+                       "(BLOCK_M = 8, BLOCK_N = 16)", (0.1 * randn(9, 33)).half(), 8, 16, "spaced", "cols", 2))
+
+    layouts = ("rows", "cols", "spaced")
+    for M, N in ((1, 1), (int(torch.randint(2, 13, (1,), generator=g)), int(torch.randint(17, 100, (1,), generator=g))),
+                 (int(torch.randint(2, 13, (1,), generator=g)), int(torch.randint(2, 16, (1,), generator=g)))):
+        block_m = (1, 2, 4, 8)[int(torch.randint(0, 4, (1,), generator=g))]
+        block_n = (16, 32)[int(torch.randint(0, 2, (1,), generator=g))]
+        x_layout, q_layout = (layouts[int(i)] for i in torch.randint(0, 3, (2,), generator=g))
+        s_stride = int(torch.randint(1, 4, (1,), generator=g))
+        magnitude = 10.0 ** (7 * torch.rand(M, 1, generator=g) - 3)  # 10^-3 .. 10^4, one per row
+        values = (magnitude * randn(M, N)).clamp(-65000, 65000).half()
+        cases.append(_Case(f"a random {M} x {N} matrix (X {x_layout}, Q {q_layout}, S stride {s_stride}; "
+                           f"BLOCK_M = {block_m}, BLOCK_N = {block_n})", values, block_m, block_n, x_layout,
+                           q_layout, s_stride))
+    return cases
+
+
+_LAYOUT_WORDS = {"rows": "row-major with rows further apart than N", "cols": "column-major",
+                 "spaced": "with a column stride of 3"}
+
+
+@exercise("quantize_rows", "Write the body of quantize_rows_kernel above: int8 values and one float32 scale per "
+                           "row of X")
+def check_quantize_rows(quantize_rows_kernel) -> str:
+    """Check a ``@triton.jit`` kernel with the signature of ``solutions.quantize_rows_kernel``, launched on
+    ``cdiv(M, BLOCK_M)`` programs: ``S[i] = max_j |X[i, j]| / 127`` (1 for an all-zero row) in float32 and
+    ``Q[i, j] = round(X[i, j] / S[i])`` in int8, on ragged rows and columns, rows longer than BLOCK_N, hard
+    values (all zero, an outlier, huge, tiny, all negative, ties), transposed and strided X, Q and S, and
+    seeded random shapes; the scales to 2 float32 steps, the int8 values exactly (either neighbour at a tie)."""
+    kernel = quantize_rows_kernel
+    require_jit("quantize_rows_kernel", kernel, QUANTIZE_PARAMS, kind="kernel")
+    borrowed = _borrowed("quantize_rows_kernel", kernel)
+    if borrowed:
+        raise Failed(borrowed)
+    cases = _quantize_cases()
+    for case in cases:
+        _run_quantize_case(kernel, case)
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        x, q, s = torch.empty(8, 40, dtype=torch.float16), torch.empty(8, 40, dtype=torch.int8), torch.empty(8)
+        compiles_for_a_gpu(kernel, x, q, s, 8, 40, 40, 1, 40, 1, 1, BLOCK_M=4, BLOCK_N=16)
+    return (f"right on {len(cases)} matrices: ragged rows and columns, rows longer than BLOCK_N, an all-zero row, "
+            "an outlier, huge, tiny and tied values, transposed and strided X, Q and S")
+
+
+def _run_quantize_case(kernel, case: _Case) -> None:
+    import triton
+
+    values = case.values
+    M, N = values.shape
+    pad_m, pad_n = case.block_m + 1 + N, case.block_n + 1 + M  # room for a missing mask or swapped strides
+    x_buf, x, x_inside = _placed(values, case.x_layout, 0.0, torch.float16, pad_m, pad_n)
+    guard = _X_GUARD_LOW + 32 * (torch.arange(x_buf.numel()) % 900).view(x_buf.shape)
+    x_buf[~x_inside.to(x_buf.device)] = guard[~x_inside].to(device=x_buf.device, dtype=x_buf.dtype)
+    q_buf, q, q_inside = _placed(torch.full((M, N), _Q_GUARD), case.q_layout, _Q_GUARD, torch.int8, pad_m, pad_n)
+    s_buf = torch.full((case.s_stride * (M + pad_m) + 1,), float("nan"), device=runtime.DEVICE)
+    s = s_buf[1:1 + case.s_stride * M:case.s_stride]
+    s_inside = torch.zeros(s_buf.shape, dtype=torch.bool)
+    s_inside[1:1 + case.s_stride * M:case.s_stride] = True
+    x_before = x_buf.clone()
+    try:
+        kernel[(triton.cdiv(M, case.block_m),)](x, q, s, M, N, x.stride(0), x.stride(1), q.stride(0), q.stride(1),
+                                                s.stride(0), BLOCK_M=case.block_m, BLOCK_N=case.block_n)
+    except Exception as err:
+        raise _user_error(f"on {case.what}, your kernel", err) from None
+    what = case.what
+    if not torch.equal(x_buf, x_before):
+        raise Failed(f"on {what}: your kernel wrote into X: X is the input, read it only; the results go to Q and S")
+    s_buf, q_buf = s_buf.cpu(), q_buf.cpu()
+    stray = ~s_inside & ~torch.isnan(s_buf)
+    if stray.any():
+        at = torch.nonzero(stray).flatten() - 1
+        past_m = bool(((at % case.s_stride == 0) & (at // case.s_stride >= M)).all())
+        raise Failed(f"on {what}: your kernel stored scales outside S's M elements: " +
+                     ("scales for rows past M; mask that store with rows < M" if past_m else
+                      "S has a stride of its own, stride_s: the scale of row i goes to S + i * stride_s"))
+    stray = ~q_inside & (q_buf != _Q_GUARD)
+    if stray.any():
+        raise Failed(f"on {what}: your kernel stored int8 values outside Q's M x N elements: "
+                     + _where_stray(q, stray, case))
+    scale = s.cpu().double()
+    unwritten = torch.isnan(scale)
+    if unwritten.any():
+        i = int(torch.nonzero(unwritten)[0])
+        raise Failed(f"on {what}: the scale of row {i} was never stored: every row, in every program, stores "
+                      "its scale (rows < M)")
+    _diagnose_scales(case, scale, x_before.cpu(), x)
+    got = q.cpu().long()
+    unwritten = got == _Q_GUARD
+    if unwritten.any():
+        i, j = (int(v) for v in torch.nonzero(unwritten)[0])
+        later = j >= case.block_n
+        raise Failed(f"on {what}: q[{i}, {j}] was never stored" +
+                     (f": rows longer than BLOCK_N = {case.block_n} need a loop over all their blocks in the second "
+                      "pass too" if later else ": every program stores all of its rows' values (masked, not "
+                      "skipped)"))
+    _diagnose_q(case, scale, got)
+
+
+def _where_stray(q, stray: torch.Tensor, case: _Case) -> str:
+    """Why stores landed at ``stray`` (a boolean map of Q's buffer) outside Q: past a row's end, past the last
+    row, or off Q's strides."""
+    M, N = q.shape
+    sm, sn, base = q.stride(0), q.stride(1), q.storage_offset()
+    rows = torch.arange(M + case.block_m)[:, None]
+    cols = torch.arange(N + case.block_n)[None, :]
+    at = base + rows * sm + cols * sn
+    flat = stray.flatten()
+
+    def positions(where) -> torch.Tensor:  # the buffer's elements that a store of those (row, col) reaches
+        chosen = torch.zeros_like(flat)
+        reach = at[where]
+        chosen[reach[(reach >= 0) & (reach < flat.numel())]] = True
+        return chosen
+
+    past_n = positions((rows < M) & (cols >= N))
+    past_m = positions((rows >= M) & (cols < N))
+    corner = positions((rows >= M) & (cols >= N))
+    missed = bool((q.cpu() == _Q_GUARD).any())  # a missing mask alone leaves no element of Q unwritten
+    if missed or (flat & ~past_n & ~past_m & ~corner).any():
+        return ("off Q's strides: element (i, j) of Q is at Q + i * stride_qm + j * stride_qn (Q's own strides, "
+                f"Q {_LAYOUT_WORDS[case.q_layout]} here)")
+    if not (flat & (past_m | corner)).any():
+        return "past the end of a row (columns N and beyond): mask the store with the columns too, cols < N"
+    if not (flat & (past_n | corner)).any():
+        return "in rows past M: mask the store with the rows too, rows < M"
+    return "past the last row and past the ends of rows: mask the store with rows < M and cols < N"
+
+
+def _row_words(case: _Case, i: int) -> str:
+    return f"row {i}" + (f" ({case.rows[i]})" if i in case.rows else "")
+
+
+def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor) -> None:
+    values = case.values.double()
+    M, N = values.shape
+    peak = values.abs().amax(dim=1)
+    ref = torch.where(peak > 0, (peak / 127).float().double(), torch.ones_like(peak))
+    wrong = ~((scale - ref).abs() <= SCALE_TOL * ref)
+    if not wrong.any():
+        return
+    _misread(case, scale, x_buf, x)
+    i = int(torch.nonzero(wrong)[0])
+    g, p, row = float(scale[i]), float(peak[i]), values[i]
+    where = f"on {case.what}: {_row_words(case, i)}"
+
+    def near(value) -> bool:
+        value = float(value)
+        return abs(g - value) <= 1e-6 * abs(value) if value == value else False
+
+    if p == 0:
+        raise Failed(f"{where}: its scale is {g:g}. Dividing by it would give {'0 / 0, NaN' if g == 0 else 'nonsense'}"
+                     ": give an all-zero row the scale the exercise says, 1")
+    for k in (128.0, 255.0, 256.0, 127.5, 126.0):
+        if near(p / k):
+            raise Failed(f"{where}: the scale divides the largest magnitude by {k:g}: the exercise's symmetric "
+                         "range is [-127, 127], so the largest magnitude becomes exactly 127")
+    blocks = [row[j:j + case.block_n].abs().max() for j in range(0, N, case.block_n)]
+    program = case.block_m * (i // case.block_m)
+    candidates = [
+        (p, "the scale is the row's largest magnitude itself: divide it by 127, so that the largest value becomes "
+            "±127"),
+        (127 / p, "the scale is inverted: Q = X / S, so S is the size of one int8 step (large values, large S)"),
+        (row.max() / 127, "the scale follows the row's largest value, not its largest magnitude: take |x| "
+                          "(tl.abs) before the maximum"),
+        (blocks[0] / 127, f"the scale sees only the first BLOCK_N = {case.block_n} columns: the first pass must "
+                          "loop over the whole row, block after block"),
+        (blocks[-1] / 127, "the scale sees only the last block of the row: keep a running maximum across the "
+                           "blocks (tl.maximum of the old one and this block's)"),
+        (values[program:program + case.block_m].abs().max() / 127,
+         "the rows of a program share one scale: take the maximum along each row only (axis=1), not over the "
+         "whole block"),
+        (values.abs().max() / 127, "every row got the whole matrix's scale: one scale per row, a maximum along "
+                                   "each row only (axis=1)"),
+        (ref[i:i + 1].half().double()[0], "the scale is rounded to 16 bits: compute and store it in float32"),
+    ]
+    for value, words in candidates:
+        if near(value) and not near(ref[i]):
+            raise Failed(f"{where}: {words}")
+    if g >= _X_GUARD_LOW / 127 > 1.01 * float(ref[i]):
+        raise Failed(f"{where}: the scale is larger than any value of the row: the first pass reads outside the row "
+                     "(past its end, or off X's strides). Mask the loads with rows < M and cols < N (other=0), and "
+                     "use stride_xm and stride_xn")
+    if abs(g - float(ref[i])) <= 1e-3 * float(ref[i]):
+        raise Failed(f"{where}: the scale is a little off ({abs(g / float(ref[i]) - 1):.0e} relative, more than "
+                     "float32's rounding): was it computed in 16 bits somewhere, or from a value rounded on the way?")
+    if "tiny" in case.rows.get(i, ""):
+        raise Failed(f"{where}: the scale is {g:.3g}: tiny values lose their scale in float16 arithmetic; compute "
+                     "in float32 (x.to(tl.float32)) before dividing")
+    raise Failed(f"{where}: its scale is {g:.7g}, not the row's largest magnitude over 127")
+
+
+def _misread(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor) -> None:
+    """A ✗ if every row's scale is what a kernel that reads X at the wrong places would find: without a column
+    mask, with X's strides swapped, or as if X were contiguous."""
+    import triton
+
+    M, N = x.shape
+    flat = x_buf.flatten().double()
+    sm, sn, base = x.stride(0), x.stride(1), x.storage_offset()
+    i = torch.arange(M)[:, None]
+    reads = [
+        (base + i * sn + torch.arange(N)[None, :] * sm, "X's strides are swapped: element (i, j) of X is at X + i * "
+                                                         "stride_xm + j * stride_xn"),
+        (base + i * N + torch.arange(N)[None, :],
+         f"X is read as if contiguous, but it is {_LAYOUT_WORDS[case.x_layout]} here: use its strides, stride_xm "
+         "and stride_xn"),
+        (base + i * sm + torch.arange(triton.cdiv(N, case.block_n) * case.block_n)[None, :] * sn,
+         "the first pass reads past the row's end (columns N and beyond): mask the loads with cols < N, and other=0"),
+    ]
+    for at, words in reads:
+        if bool(((at < 0) | (at >= flat.numel())).any()):
+            continue
+        seen = flat[at].abs().amax(dim=1)
+        guess = torch.where(seen > 0, (seen / 127).float().double(), torch.ones_like(seen))
+        if bool(((scale - guess).abs() <= 1e-6 * guess).all()):
+            raise Failed(f"on {case.what}: {words}")
+
+
+def _diagnose_q(case: _Case, scale: torch.Tensor, got: torch.Tensor) -> None:
+    values = case.values.double()
+    peak = values.abs().amax(dim=1, keepdim=True)
+    ref_scale = torch.where(peak > 0, (peak / 127).float().double(), torch.ones_like(peak))
+    v = values / ref_scale
+    lo, hi = torch.floor(v), torch.ceil(v)
+    tie = (v - lo - 0.5).abs() <= TIE_BAND * v.abs().clamp(min=1)
+    nearest = torch.floor(v + 0.5)
+    ok = (got == nearest) | (tie & ((got == lo) | (got == hi)))
+    if ok.all():
+        return
+    i, j = (int(k) for k in torch.nonzero(~ok)[0])
+    where = f"on {case.what}"
+
+    def matches(base, rule) -> bool:
+        """Does ``rule`` applied to ``base`` (or to ``base`` moved by float32's rounding, either way) give every
+        value but the ties, which may round either way?"""
+        fits = ok & tie
+        for moved in (base, base * (1 - TIE_BAND), base * (1 + TIE_BAND)):
+            fits = fits | (got == rule(moved))
+        return bool(fits.all())
+
+    safe_peak = torch.where(peak > 0, peak, torch.ones_like(peak))
+    half_up = lambda t: torch.floor(t + 0.5)  # noqa: E731
+    candidates = [
+        (v, torch.trunc, "q rounds toward zero (converting a float to an integer truncates): round to the nearest "
+                         "integer before converting, e.g. from tl.floor"),
+        (v, torch.floor, "q rounds down (tl.floor of x / scale): round to the nearest integer instead"),
+        (v, torch.ceil, "q rounds up (tl.ceil of x / scale): round to the nearest integer instead"),
+        (v, lambda t: torch.trunc(t + 0.5), "positive values are right, but negative ones are off by one: "
+                                            "converting v + 0.5 to an integer truncates toward zero, which is not "
+                                            "rounding below 0. Round with tl.floor before converting"),
+        (values * ref_scale, half_up, "q multiplies x by the scale: the scale is one int8 step, so q = x / scale"),
+        (values / safe_peak, half_up, "q divides by the row's largest magnitude, not by its scale: q spans only "
+                                      "-1 .. 1"),
+        (v, lambda t: half_up(t).clamp(0, 127), "negative values are clamped to 0: int8's range here is "
+                                                "[-127, 127]"),
+    ]
+    for base, rule, words in candidates:
+        if matches(base, rule):
+            raise Failed(f"{where}: {words}")
+    wrong = ~ok
+    if bool(((got - nearest).abs()[wrong] == 1).all()) and \
+            bool(((v - lo - 0.5).abs() <= 2.0 ** -10 * v.abs().clamp(min=1))[wrong].all()):
+        raise Failed(f"{where}: q is off by one at a few values whose x / scale lies close to a half: the division, "
+                     "or a product before it, was rounded to 16 bits. Compute in float32 (x.to(tl.float32))")
+    x = float(values[i, j])
+    overflow = (": an intermediate overflowed float16? Compute in float32 (x.to(tl.float32))"
+                if "huge" in case.rows.get(i, "") else "")
+    raise Failed(f"{where}: q[{i}, {j}] is {int(got[i, j])} for x = {x:.6g} in {_row_words(case, i)}, whose scale "
+                 f"is right: not x / scale rounded to the nearest integer{overflow}")

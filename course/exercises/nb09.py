@@ -2,27 +2,86 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import random
+import textwrap
 
+import numpy as np
 import torch
+import triton
+import triton.language as tl
 
-from course.exercises.core import Failed, exercise, plural, require_jit, user_error
+from course import runtime
+from course.exercises.core import (
+    Failed,
+    NotAttempted,
+    compiles_for_a_gpu,
+    exercise,
+    plural,
+    require_jit,
+    source_of,
+    user_error,
+)
 
-__all__ = ['check_streamk_span']
+__all__ = ['check_streamk_span', 'check_streamk_kernel']
 
 
-# (num_pid_m, num_pid_n, iters per tile, programs, Stream-K tiles): an even split, a remainder, fewer
-# iterations than programs
+# --- 09 · streamk_span: a program's share of the iterations ---------------------------------------------
+
+# (num_pid_m, num_pid_n, iters per tile, programs, Stream-K tiles), drawn when wrong: an even split, a
+# remainder, fewer iterations than programs
 _SPAN_CASES = [(6, 5, 8, 4, 6), (2, 3, 7, 4, 6), (3, 3, 3, 8, 1)]
+# (total, sharers) asked of span for every pid by ONE program: more remainders, one sharer, many sharers
+_SPAN_TABLE = [(13, 5), (100, 7), (5, 1), (1, 3), (131, 132), (263, 24)]
+
+
+@triton.jit
+def _span_table_kernel(start_ptr, end_ptr, total, sharers, SPAN: tl.constexpr):
+    # One program asks for every pid's range: a span must use its arguments, not the launch's ids.
+    for p in range(0, sharers):
+        pid = p + 0 * tl.program_id(0)  # a tensor, as in a kernel
+        start, end = SPAN(pid, total, sharers)
+        tl.store(start_ptr + p, start)
+        tl.store(end_ptr + p, end)
+
+
+def _span_table(span, total: int, sharers: int) -> tuple[list, list]:
+    starts = torch.full((sharers,), -7, dtype=torch.int32, device=runtime.DEVICE)
+    ends = torch.full((sharers,), -7, dtype=torch.int32, device=runtime.DEVICE)
+    _span_table_kernel[(1,)](starts, ends, total, sharers, SPAN=span)
+    return starts.cpu().tolist(), ends.cpu().tolist()
+
+
+def _launch_ids(fn) -> str | None:
+    """"program_id" or "num_programs" if ``fn``'s own source calls ``tl.<that>`` (read with ast), else None."""
+    try:
+        tree = ast.parse(textwrap.dedent(source_of(fn)))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("program_id", "num_programs"):
+            return node.func.attr
+    return None
 
 
 @exercise("streamk_span", "Write the body of span above: program pid's (start, end) of the total iterations")
 def check_streamk_span(span) -> str:
     """Check a ``@triton.jit`` function ``span(pid, total, sharers) -> (start, end)``: run in place of
-    ``ScheduleContext.iter_range`` (``streamk.assignment``), the ranges must cover every shared
-    iteration once, lie in program order and differ in length by at most one."""
+    ``ScheduleContext.iter_range`` (``streamk.assignment``) and asked by one program for every pid,
+    the ranges must cover every iteration once, lie in program order and differ in length by at most one."""
     from course import plots, streamk
 
     require_jit("span", span, ("pid", "total", "sharers"))
+    launch_id = _launch_ids(span)
+    if launch_id == "program_id":
+        raise Failed("span calls tl.program_id: use its argument pid, the program asking (the kernel that calls "
+                      "span decides who asks; this check asks for every pid from one program)")
+    if launch_id == "num_programs":
+        raise Failed("span calls tl.num_programs: use its argument sharers (a kernel may share the iterations among "
+                      "fewer programs than it launches)")
     try:
         floats = streamk.span_returns_floats(span)
     except Exception as err:
@@ -30,42 +89,678 @@ def check_streamk_span(span) -> str:
     if any(floats):
         raise Failed("span returns floats: ranges of iterations are counted in whole numbers, and a GPU refuses "
                       "float loop bounds; divide with // (integer division)")
-    for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES:
-        total = shared * iters
-        case = f"{total} iterations ({shared} tiles of {iters}) over {programs} programs"
+    rng = random.Random()
+    cases = [(shared * iters, programs, (num_pid_m, num_pid_n, iters, programs, shared))
+             for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES]
+    cases += [(total, sharers, None) for total, sharers in _SPAN_TABLE]
+    cases += [(rng.randint(1, 400), rng.randint(2, 40), None) for _ in range(2)]
+    for total, sharers, drawn in cases:
+        if drawn:
+            num_pid_m, num_pid_n, iters, programs, shared = drawn
+            case = f"{total} iterations ({shared} tiles of {iters}) over {programs} programs"
+        else:
+            case = f"{total} iterations over {sharers} programs"
         try:
-            log = streamk.assignment(num_pid_m, num_pid_n, iters, num_programs=programs, streamk_tiles=shared,
-                                     span=span)
+            starts, ends = _span_table(span, total, sharers)
         except Exception as err:
             raise user_error(f"on {case}, your span", err) from None
-        picture = lambda: plots.streamk_map(log, title=f"yours: {case}")  # noqa: E731
-        owner, count = log["owner"][-shared:].flatten(), log["count"][-shared:].flatten()
-        never, twice = int((count == 0).sum()), int((count > 1).sum())
-        one_past = "end is one past the last iteration, as in range(start, end): the next program's start"
-        if log["outside"]:
-            if int(log["outside"]) == 1 and twice == programs - 1 and not never:
-                raise Failed(f"on {case}: every range is one iteration too long: {one_past}", picture())
-            raise Failed(f"on {case}: ranges run outside the iterations ({plural(log['outside'], 'iteration')} "
-                          "below 0 or from total on): they must stay within 0 .. total - 1", picture())
-        if never or twice:
-            sizes = torch.bincount(owner[count > 0].long(), minlength=programs)
-            if twice:
-                why = "ranges overlap: each program's range must start where the previous one's ends"
-            elif total % programs and int(sizes.sum()) == (total // programs) * programs:
-                why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
-                       "to some of the programs")
-            elif never == min(programs, total):
-                why = f"every range stops one iteration short: {one_past}"
+
+        def picture(drawn=drawn, case=case, ends=ends + starts, total=total):
+            if not drawn or min(ends) < -total - 1 or max(ends) > 2 * total + 1:
+                return None  # only splits near the iterations are drawn (the drawing walks every range)
+            log = streamk.assignment(*drawn[:3], num_programs=drawn[3], streamk_tiles=drawn[4], span=span)
+            return plots.streamk_map(log, title=f"yours: {case}")
+
+        _diagnose_split(starts, ends, total, sharers, case, picture)
+    return (f"right on {len(cases)} splits: even, with remainders, one sharer, more sharers than iterations, and "
+            "random ones")
+
+
+def _diagnose_split(starts: list, ends: list, total: int, sharers: int, case: str, picture) -> None:
+    """A ✗ for the first thing wrong with the ranges ``[starts[p], ends[p])`` of ``total`` iterations."""
+    owner = torch.full((total,), -1, dtype=torch.long)
+    count = torch.zeros(total, dtype=torch.long)
+    outside = 0
+    for p, (s, e) in enumerate(zip(starts, ends)):
+        inside = range(max(s, 0), min(e, total))
+        outside += max(e - s, 0) - len(inside)
+        owner[inside.start:inside.stop] = p
+        count[inside.start:inside.stop] += 1
+    never, twice = int((count == 0).sum()), int((count > 1).sum())
+    one_past = "end is one past the last iteration, as in range(start, end): the next program's start"
+    if outside:
+        if outside == 1 and twice == sharers - 1 and not never:
+            raise Failed(f"on {case}: every range is one iteration too long: {one_past}", picture())
+        raise Failed(f"on {case}: ranges run outside the iterations ({plural(outside, 'iteration')} "
+                      "below 0 or from total on): they must stay within 0 .. total - 1", picture())
+    if never or twice:
+        sizes = torch.bincount(owner[count > 0], minlength=sharers)
+        if twice:
+            why = "ranges overlap: each program's range must start where the previous one's ends"
+        elif total % sharers and int(sizes.sum()) == (total // sharers) * sharers:
+            why = ("some iterations are left over: the total does not split evenly, and the remainder must go "
+                   "to some of the programs")
+        elif never == min(sharers, total):
+            why = f"every range stops one iteration short: {one_past}"
+        else:
+            why = ("some ranges are empty or cut short: each one starts where the previous one ends, and "
+                   "together they run from 0 to total")
+        raise Failed(f"on {case}: {plural(twice, 'iteration')} computed more than once and {never} never: {why}",
+                      picture())
+    if (owner[1:] < owner[:-1]).any():
+        raise Failed(f"on {case}: every iteration is taken once, but not in program order: program 0's range "
+                      "comes first, then program 1's, and so on", picture())
+    sizes = [max(e - s, 0) for s, e in zip(starts, ends)]
+    if max(sizes) - min(sizes) > 1:
+        shown = sizes if len(sizes) <= 12 else sizes[:12] + ["..."]
+        raise Failed(f"on {case}: the ranges hold {shown} iterations: split as evenly as possible, "
+                      "lengths differing by at most one (the slowest program sets the time)", picture())
+
+
+# --- 09 · streamk_kernel: the Stream-K loop and its fix-up ----------------------------------------------
+
+_KERNEL_PARAMS = ("A", "B", "C", "P", "FLAGS", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                  "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "PROGRAMS", "TILES")
+_BM, _BN, _BK = 32, 16, 16  # tiles taller than wide; 16 is tl.dot's smallest size on a GPU
+_GIVEN = {"make_tensor_view", "make_output_view", "GemmContext", "ScheduleContext"}  # the stub's own lines
+
+
+@dataclasses.dataclass
+class _Case:
+    what: str
+    M: int
+    N: int
+    K: int
+    programs: int
+    strided: bool = False
+
+
+_KERNEL_CASES = [
+    _Case("one tile shared by two programs (32 x 16 x 64, 2 programs)", 32, 16, 64, 2),
+    _Case("ragged M, N and K, 36 K-iterations over 5 programs (40 x 40 x 88)", 40, 40, 88, 5),
+    _Case("tiles shared by three programs, one program inside a tile (48 x 20 x 200, 10 programs)", 48, 20, 200, 10),
+    _Case("a transposed A, a sliced B and a strided C (40 x 24 x 72, 6 programs)", 40, 24, 72, 6, strided=True),
+    _Case("more programs than K-iterations (40 x 16 x 10, 3 programs)", 40, 16, 10, 3),
+]
+
+
+class _Spinning(BaseException):
+    """Raised inside a launch under the interpreter: a program keeps reading another program's flag."""
+
+
+class _Runaway(BaseException):
+    """Raised inside a launch under the interpreter: a program does more work than the whole problem has."""
+
+
+def _pieces(M: int, N: int, K: int, programs: int) -> dict:
+    """The Stream-K schedule of the check's launches, as ``ScheduleContext`` makes it with every tile shared:
+    ``{tile_id: [(program, k_begin, k_end), ...] in K order}``, ``"ranges"``: each program's
+    ``(start, end)``, ``"coords"``: each tile id's ``(pid_m, pid_n)`` (grouped order, 8 rows a group)."""
+    num_m, num_n, iters = triton.cdiv(M, _BM), triton.cdiv(N, _BN), triton.cdiv(K, _BK)
+    tiles = num_m * num_n
+    total = tiles * iters
+    base, extra = divmod(total, programs)
+    ranges = []
+    for p in range(programs):
+        start = min(p * base + min(p, extra), total)
+        ranges.append((start, min(start + base + (p < extra), total)))
+    pieces = {t: [] for t in range(tiles)}
+    for p, (start, end) in enumerate(ranges):
+        g = start
+        while g < end:
+            t, k = divmod(g, iters)
+            k_end = min(iters, k + end - g)
+            pieces[t].append((p, k, k_end))
+            g += k_end - k
+    coords = {}
+    for t in range(tiles):  # ScheduleContext.get_tile_from_idx with group_size_m = 8
+        per_group = 8 * num_n
+        first_m = (t // per_group) * 8
+        rows = min(num_m - first_m, 8)
+        coords[t] = (first_m + (t % per_group) % rows, (t % per_group) // rows)
+    return {"pieces": pieces, "ranges": ranges, "coords": coords, "iters": iters, "tiles": tiles}
+
+
+class _Watch:
+    """Under the interpreter, what every program of one launch does to C, P, FLAGS (and how much of A
+    it reads), recorded from the interpreter's memory operations. Raises ``_Spinning`` or ``_Runaway``
+    inside the launch when a program would never finish there."""
+
+    def __init__(self, buffers: dict, programs: int, total_iters: int):
+        self.ranges = {name: (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), t.element_size())
+                       for name, t in buffers.items()}
+        self.programs = programs
+        self.c_stores = []  # (program, element indices into C's buffer)
+        self.c_atomics = set()  # programs that used an atomic on C
+        # the hand-over, in the order it happened: (program, ("p-store" or "p-load", slot of P)) and
+        # (program, ("flag", op, flag index, value written or None, relaxed))
+        self.events = []
+        self.flag_reads = {}  # (program, flag index) -> how often read
+        self.a_lanes = [0] * programs  # elements of A loaded by each program
+        self.a_limit = 3 * (total_iters + 1) * _BM * _BK
+        self.read_limit = 20 + 4 * programs
+
+    def _where(self, ptrs, mask=None):
+        """``(name, element indices)`` of the buffer ``ptrs`` points into (masked lanes left out)."""
+        addresses = np.asarray(ptrs.data).astype(np.int64).reshape(-1)
+        if mask is not None:
+            addresses = addresses[np.broadcast_to(np.asarray(mask.data), np.asarray(ptrs.data).shape).reshape(-1)]
+        if addresses.size == 0:
+            return None, addresses
+        lo, hi = int(addresses.min()), int(addresses.max())
+        for name, (start, end, size) in self.ranges.items():
+            if start <= lo and hi < end:
+                return name, (addresses - start) // size
+        return None, addresses
+
+    def _slots(self, pid: int, kind: str, index) -> None:
+        slots = np.unique(index // (_BM * _BN)).tolist()
+        for s in slots:
+            self.events.append((pid, (kind, s, len(slots))))
+
+    def _pid(self, builder) -> int:
+        return int(builder.grid_idx[0])
+
+    def _flag_read(self, pid: int, index) -> None:
+        for q in np.unique(index).tolist():
+            key = (pid, q)
+            self.flag_reads[key] = self.flag_reads.get(key, 0) + 1
+            if self.flag_reads[key] > self.read_limit:
+                raise _Runaway(pid) if q == pid else _Spinning(pid, q)  # its own flag: a loop that goes on
+
+    def __enter__(self):
+        from triton.runtime import interpreter
+
+        # Wrap whatever the interpreter's builder does now (the core's bounds check may wrap it too),
+        # on the instance, as the core does
+        builder = interpreter.interpreter_builder
+        names = ("create_masked_store", "create_masked_load", "create_atomic_rmw", "create_atomic_cas")
+        self._builder = builder
+        self._own = {name: builder.__dict__[name] for name in names if name in builder.__dict__}
+        saved = {name: getattr(builder, name) for name in names}
+        watch = self
+
+        def create_masked_store(ptrs, value, mask, *rest):
+            name, index = watch._where(ptrs, mask)
+            pid = watch._pid(builder)
+            if name == "C":
+                watch.c_stores.append((pid, index))
+            elif name == "P":
+                watch._slots(pid, "p-store", index)
+            elif name == "FLAGS":
+                values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape)
+                written = int(values.reshape(-1)[0]) if values.size else 0
+                for q in np.unique(index).tolist():
+                    watch.events.append((pid, ("flag", "store", q, written, True)))
+            return saved["create_masked_store"](ptrs, value, mask, *rest)
+
+        def create_masked_load(ptrs, mask, *rest):
+            name, index = watch._where(ptrs, mask)
+            pid = watch._pid(builder)
+            if name == "A":
+                watch.a_lanes[pid] += int(np.asarray(ptrs.data).size)
+                if watch.a_lanes[pid] > watch.a_limit:
+                    raise _Runaway(pid)
+            elif name == "P":
+                watch._slots(pid, "p-load", index)
+            elif name == "FLAGS":
+                for q in np.unique(index).tolist():
+                    watch.events.append((pid, ("flag", "load", q, None, True)))
+                watch._flag_read(pid, index)
+            return saved["create_masked_load"](ptrs, mask, *rest)
+
+        def create_atomic_rmw(op, ptr, val, mask, sem, scope):
+            name, index = watch._where(ptr, mask)
+            pid = watch._pid(builder)
+            if name == "C":
+                watch.c_atomics.add(pid)
+            elif name == "FLAGS":
+                values = np.asarray(val.data).reshape(-1)
+                written = int(values[0]) if values.size else 0
+                kind = str(op).rsplit(".", 1)[-1].lower()  # xchg, add, or, ...
+                reads = kind != "xchg" and written == 0  # atomic_add(flag, 0) and the like only read
+                for q in np.unique(index).tolist():
+                    watch.events.append((pid, ("flag", "read" if reads else kind, q, None if reads else written,
+                                               "RELAXED" in str(sem).upper())))
+                watch._flag_read(pid, index)
+            elif name == "P":
+                watch._slots(pid, "p-store", index)
+            return saved["create_atomic_rmw"](op, ptr, val, mask, sem, scope)
+
+        def create_atomic_cas(ptr, cmp, val, sem, scope):
+            name, index = watch._where(ptr)
+            pid = watch._pid(builder)
+            if name == "C":
+                watch.c_atomics.add(pid)
+            elif name == "FLAGS":
+                expected = np.asarray(cmp.data).reshape(-1)
+                wanted = np.asarray(val.data).reshape(-1)
+                same = expected.size and wanted.size and int(expected[0]) == int(wanted[0])
+                for q in np.unique(index).tolist():
+                    watch.events.append((pid, ("flag", "read" if same else "cas", q,
+                                               None if same else int(wanted[0]), "RELAXED" in str(sem).upper())))
+                watch._flag_read(pid, index)
+            return saved["create_atomic_cas"](ptr, cmp, val, sem, scope)
+
+        for name, fn in (("create_masked_store", create_masked_store), ("create_masked_load", create_masked_load),
+                         ("create_atomic_rmw", create_atomic_rmw), ("create_atomic_cas", create_atomic_cas)):
+            setattr(builder, name, fn)
+        return self
+
+    def __exit__(self, *exc):
+        for name in ("create_masked_store", "create_masked_load", "create_atomic_rmw", "create_atomic_cas"):
+            if name in self._own:
+                setattr(self._builder, name, self._own[name])
             else:
-                why = ("some ranges are empty or cut short: each one starts where the previous one ends, and "
-                       "together they run from 0 to total")
-            raise Failed(f"on {case}: {plural(twice, 'iteration')} computed more than once and {never} never: {why}",
-                          picture())
-        if (owner[1:] < owner[:-1]).any():
-            raise Failed(f"on {case}: every iteration is taken once, but not in program order: program 0's range "
-                          "comes first, then program 1's, and so on", picture())
-        sizes = torch.bincount(owner.long(), minlength=programs)
-        if int(sizes.max() - sizes.min()) > 1:
-            raise Failed(f"on {case}: the ranges hold {sizes.tolist()} iterations: split as evenly as possible, "
-                          "lengths differing by at most one (the slowest program sets the time)", picture())
-    return f"right on {len(_SPAN_CASES)} splits: even, with a remainder, and fewer iterations than programs"
+                delattr(self._builder, name)
+        return False
+
+
+@dataclasses.dataclass
+class _Launch:
+    """One launch of the learner's kernel and everything the diagnosis reads."""
+
+    case: _Case
+    a: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor  # the M x N view the kernel got (on the CPU after the launch)
+    c_strides: tuple  # its strides in c_buffer
+    c_buffer: torch.Tensor  # all of C's memory: the view and NaN around it
+    p_buffer: torch.Tensor  # P's slots, then NaN
+    flag_buffer: torch.Tensor  # FLAGS, then zeros
+    schedule: dict
+    watch: _Watch | None
+
+
+def _guarded(numel: int, dtype, fill) -> torch.Tensor:
+    """A flat buffer of ``fill``: the kernel gets a part of it, and the rest shows what it should not have touched."""
+    return torch.full((numel,), fill, dtype=dtype, device=runtime.DEVICE)
+
+
+def _launch(kernel, case: _Case) -> _Launch:
+    """Launch ``kernel`` on fresh inputs: fp16 A and B, float32 C inside a NaN buffer, P (NaN: garbage
+    until written) with a slot per program, FLAGS zero; under the interpreter, watched."""
+    M, N, K, programs = case.M, case.N, case.K, case.programs
+    device = runtime.DEVICE
+    g = torch.Generator().manual_seed(M * 10007 + N * 101 + K)
+    a = torch.randn(M, K, generator=g).to(torch.float16)
+    b = torch.randn(K, N, generator=g).to(torch.float16)
+    if case.strided:  # A stored K-major (a transposed view), B every other column of a wider matrix
+        a = a.T.contiguous().to(device).T
+        wide = torch.zeros(K, 2 * N, dtype=torch.float16)
+        wide[:, ::2] = b
+        b = wide.to(device)[:, ::2]
+        row = 2 * N + 6
+        c_buffer = _guarded((M + 2) * row, torch.float32, float("nan"))
+        c = c_buffer.as_strided((M, N), (row, 2))  # every other column of rows 2N + 6 apart
+    else:
+        a, b = a.to(device), b.to(device)
+        c_buffer = _guarded(M * N + 4 * _BM * _BN, torch.float32, float("nan"))
+        c = c_buffer[:M * N].view(M, N)
+    p_buffer = _guarded((programs + 4) * _BM * _BN, torch.float32, float("nan"))
+    flag_buffer = torch.zeros(programs + 16, dtype=torch.int32, device=device)
+    schedule = _pieces(M, N, K, programs)
+    watch = None
+    args = (a, b, c, p_buffer[:programs * _BM * _BN], flag_buffer[:programs], M, N, K, *a.stride(), *b.stride(),
+            *c.stride())
+    consts = dict(BLOCK_M=_BM, BLOCK_N=_BN, BLOCK_K=_BK, PROGRAMS=programs, TILES=schedule["tiles"], num_warps=4)
+    if runtime.INTERPRET:
+        a_memory = a.as_strided((a.untyped_storage().nbytes() // a.element_size(),), (1,), 0)
+        watch = _Watch({"A": a_memory, "C": c_buffer, "P": p_buffer, "FLAGS": flag_buffer}, programs,
+                       schedule["tiles"] * schedule["iters"])
+        try:
+            with watch:
+                kernel[(programs,)](*args, **consts)
+        except _Spinning as spin:  # say whether the flag is up, and whether it ever went up
+            pid, q = spin.args
+            up = bool(flag_buffer[q]) if q < flag_buffer.numel() else False
+            raised = any(p == q and item[0] == "flag" and item[2] == q and item[3] for p, item in watch.events)
+            raise _Spinning(pid, q, up, raised) from None
+    else:
+        kernel[(programs,)](*args, **consts)
+        torch.cuda.synchronize()
+    return _Launch(case, a.cpu(), b.cpu(), c.cpu(), c.stride(), c_buffer.cpu(), p_buffer.cpu(), flag_buffer.cpu(),
+                   schedule, watch)
+
+
+def _learner_sources(kernel) -> list:
+    """The parsed source of the kernel and of each ``@triton.jit`` helper it calls that is not the course's."""
+    trees, seen = [], set()
+
+    def visit(fn):
+        if fn in seen or getattr(fn, "__module__", "").startswith("course."):
+            return
+        seen.add(fn)
+        try:
+            trees.append((fn, ast.parse(textwrap.dedent(inspect.getsource(fn)))))
+        except (SyntaxError, ValueError, OSError, TypeError):
+            return
+        for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            helper = getattr(fn, "__globals__", {}).get(name)
+            if callable(getattr(helper, "fn", None)) and hasattr(helper, "arg_names"):
+                visit(helper.fn)
+
+    visit(getattr(kernel, "fn", kernel))
+    return trees
+
+
+def _not_attempted(kernel) -> bool:
+    """True while the kernel's body is only the stub's given lines and ``...`` (read from its bytecode, which
+    names nothing else: no tl, no method of the schedule)."""
+    code = getattr(getattr(kernel, "fn", kernel), "__code__", None)
+    return code is not None and set(code.co_names) <= _GIVEN
+
+
+def _borrowed(kernel) -> str | None:
+    """A ✗ message if the kernel calls torch, the course's fix-up or one of the course's GEMM kernels."""
+    import types
+
+    from course import solutions
+
+    for fn, tree in _learner_sources(kernel):
+        names = getattr(fn, "__globals__", {})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "streamk_fixup":
+                return ("calls ScheduleContext.streamk_fixup, the course's own fix-up: writing it is the exercise "
+                        "(hand over the partial, or wait for the lower programs' partials and add them)")
+            if isinstance(node, ast.Name) and node.id in names and node.id != fn.__name__:
+                value = names[node.id]
+                module = value.__name__ if isinstance(value, types.ModuleType) else \
+                    getattr(getattr(value, "fn", value), "__module__", "") or ""
+                if module == "torch" or module.startswith("torch."):
+                    return "uses torch inside the kernel: a kernel computes with tl operations only"
+                if value is solutions or value is getattr(solutions, "streamk_kernel", None):
+                    return "calls the reference solution: write the loop and the fix-up yourself"
+                if module in ("course.gemm", "course.gemm_kernel", "course.tiled", "course.persistent",
+                              "course.stages_kernels") and node.id not in _GIVEN:
+                    return (f"uses {node.id} from {module}, the course's own GEMM: write the Stream-K loop and "
+                            "its fix-up with the stages the stub gives you")
+    return None
+
+
+@exercise("streamk_kernel", "Write the rest of streamk_kernel above: this program's pieces, the partials handed "
+                            "over through P and FLAGS, and the owner's fix-up")
+def check_streamk_kernel(streamk_kernel) -> str:
+    """Check a ``@triton.jit`` kernel with the signature of ``solutions.streamk_kernel``: every tile shared
+    (Stream-K only), launched on 2 to 10 programs with float32 C, ragged M, N and K, tiles shared by up
+    to three programs, a transposed A, a sliced B and a strided C, more programs than K-iterations, and a
+    random product. Under the interpreter the check also watches each program's memory operations: every
+    tile of C stored once, each program computing exactly its range, the partials read only after their
+    flag, the flags raised after the partial (atomics, release/acquire) and left at zero."""
+    require_jit("streamk_kernel", streamk_kernel, _KERNEL_PARAMS, kind="kernel")
+    if _not_attempted(streamk_kernel):
+        raise NotAttempted()
+    borrowed = _borrowed(streamk_kernel)
+    if borrowed:
+        raise Failed(f"your kernel {borrowed}")
+    rng = random.Random()
+    M, N = rng.choice([32, 64, 40, 44, 57, 70]), rng.choice([16, 32, 21, 26, 40, 53])
+    extra = _Case("", M, N, rng.randint(1, 180), rng.randint(2, 9))
+    extra.what = f"a random product ({M} x {N} x {extra.K}, {extra.programs} programs)"
+    cases = _KERNEL_CASES + [extra]
+    for case in cases:
+        try:
+            launch = _launch(streamk_kernel, case)
+        except _Spinning as spin:
+            raise Failed(f"on {case.what}: {_spin_message(*spin.args)}") from None
+        except _Runaway as runaway:
+            raise Failed(f"on {case.what}: program {runaway.args[0]} computes more K-iterations than the whole "
+                          "product has: does your loop over the pieces end? Each turn must move the end of the "
+                          "range down (or its start up) by the piece's length") from None
+        except Exception as err:
+            raise user_error(f"on {case.what}, your kernel", err) from None
+        _diagnose_kernel(launch)
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        a = torch.empty(64, 64, dtype=torch.float16)
+        c, p, f = torch.empty(64, 64), torch.empty(4 * _BM * _BN), torch.zeros(4, dtype=torch.int32)
+        compiles_for_a_gpu(streamk_kernel, a, a, c, p, f, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=_BM, BLOCK_N=_BN,
+                           BLOCK_K=_BK, PROGRAMS=4, TILES=8)
+    watched = ("; each tile stored once, by its owner, and each partial read after its flag went up"
+               if runtime.INTERPRET else "")
+    return (f"right on {len(cases)} products: tiles shared by two and three programs, ragged edges, strided "
+            f"operands, idle programs and a random one{watched}")
+
+
+# A program keeps reading program q's flag under the interpreter, where programs run one after another.
+def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False) -> str:
+    if q > pid:
+        return (f"program {pid} waits for program {q}'s flag, a higher program id, and never gets it (here programs "
+                "run one after another, in id order; on a GPU a later program may not have started either). Only "
+                "the owner of a tile, the program holding its LAST K-iteration, waits, and only for lower ones")
+    if q == pid:
+        return (f"program {pid} waits for its own flag: the owner waits for the flags of the lower programs that "
+                "hold the tile's earlier K-iterations")
+    if up:
+        return (f"program {pid} keeps reading program {q}'s flag although it is up: your wait loop tests the wrong "
+                "condition (wait while the flag is still down)")
+    if raised:
+        return (f"program {pid} waits for program {q}'s flag, which was lowered already: only the owner of the "
+                f"tile that program {q} handed over waits for it (once), and lowers it after; wait only for the "
+                "programs that hold earlier K-iterations of your tile")
+    return (f"program {pid} waits for program {q}'s flag, which program {q} never raised: a program that hands "
+            "over a partial raises its flag (FLAGS + pid) once the partial is written")
+
+
+def _tile_name(schedule: dict, t: int, M: int, N: int) -> str:
+    pid_m, pid_n = schedule["coords"][t]
+    rows = f"{pid_m * _BM}-{min(M, (pid_m + 1) * _BM) - 1}"
+    cols = f"{pid_n * _BN}-{min(N, (pid_n + 1) * _BN) - 1}"
+    return f"tile {t} (rows {rows}, columns {cols})"
+
+
+def _programs(ps) -> str:
+    ps = sorted(set(ps))
+    return ("program " if len(ps) == 1 else "programs ") + ", ".join(str(p) for p in ps)
+
+
+def _diagnose_kernel(launch: _Launch) -> None:
+    """The first thing wrong with one launch, as a ✗ (from memory first, then values, then the protocol)."""
+    case, schedule, watch = launch.case, launch.schedule, launch.watch
+    what, M, N, programs = case.what, case.M, case.N, case.programs
+    slot = _BM * _BN
+    # 1. Memory outside what the kernel was given
+    view = torch.zeros(launch.c_buffer.numel(), dtype=torch.bool)
+    rows, cols = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
+    offsets = (rows * launch.c_strides[0] + cols * launch.c_strides[1]).flatten()
+    view[offsets] = True
+    around = launch.c_buffer[~view]
+    if not torch.isnan(around).all() or (watch and any((~view[idx]).any() for _, idx in watch.c_stores)):
+        raise Failed(f"on {what}: stored into memory around C that is not part of C: address C's element (i, j) "
+                      "through C's strides, stride_cm and stride_cn (here the output view does that)")
+    if not torch.isnan(launch.p_buffer[programs * slot:]).all():
+        raise Failed(f"on {what}: wrote past the end of P: P has one slot per program, BLOCK_M x BLOCK_N float32 "
+                      "at P + pid * BLOCK_M * BLOCK_N")
+    if launch.flag_buffer[programs:].any():
+        raise Failed(f"on {what}: wrote past the end of FLAGS: FLAGS holds one flag per program, FLAGS + pid")
+    # 2. Tiles never stored
+    c = launch.c.double()
+    tiles = schedule["tiles"]
+    tile_of = torch.zeros(M, N, dtype=torch.long)
+    for t, (pid_m, pid_n) in schedule["coords"].items():
+        tile_of[pid_m * _BM:(pid_m + 1) * _BM, pid_n * _BN:(pid_n + 1) * _BN] = t
+    unstored = torch.isnan(c) if watch is None else None
+    if watch is not None:
+        counts = torch.zeros(launch.c_buffer.numel(), dtype=torch.long)
+        storers = {}
+        for pid, idx in watch.c_stores:
+            counts.index_add_(0, torch.as_tensor(idx), torch.ones(len(idx), dtype=torch.long))
+            for t in torch.unique(tile_of.flatten()[_positions(idx, launch.c_strides, N, view)]).tolist():
+                storers.setdefault(t, []).append(pid)
+        per_element = counts[offsets].view(M, N)
+        unstored = per_element == 0
+    if unstored.all() and not (watch and watch.c_atomics):
+        raise Failed(f"on {what}: nothing was stored into C: the owner of each tile (the program holding its last "
+                      "K-iteration) stores it, through tensorC.store")
+    missing = sorted(torch.unique(tile_of[unstored]).tolist())
+    if missing and not (watch and watch.c_atomics):
+        t = missing[0]
+        owner = schedule["pieces"][t][-1][0]
+        raise Failed(f"on {what}: {plural(len(missing), 'tile')} of {tiles} never stored, the first "
+                      f"{_tile_name(schedule, t, M, N)}, whose last K-iteration is program {owner}'s: a program's "
+                      "range may cross into further tiles; walk every piece of it, and store each tile it owns")
+    if watch is not None:
+        # 3. The workspace: each program writes its own slot only
+        for pid, item in watch.events:
+            if item[0] == "p-store" and item[2] > 1:
+                raise Failed(f"on {what}: program {pid}'s partial spreads over {item[2]} slots of P: a slot holds a "
+                              "whole BLOCK_M x BLOCK_N tile, so program pid's starts at P + pid * BLOCK_M * BLOCK_N")
+            if item[0] == "p-store" and item[1] != pid:
+                raise Failed(f"on {what}: program {pid} writes its partial into slot {item[1]} of P, not its own: "
+                              "each program has one slot, numbered by its program id (it hands over at most one "
+                              "partial per launch)")
+        # 4. C stored once per tile, by one program, without atomics
+        if watch.c_atomics:
+            verb = "adds" if len(watch.c_atomics) == 1 else "add"
+            raise Failed(f"on {what}: {_programs(watch.c_atomics)} {verb} into C with an atomic: C holds garbage "
+                          "before the launch (never read or add to it); the owner stores each finished tile once")
+        for t in range(tiles):
+            who = storers.get(t, [])
+            if len(who) > 1:
+                if len(set(who)) == 1:
+                    raise Failed(f"on {what}: program {who[0]} stores {_tile_name(schedule, t, M, N)} "
+                                  f"{len(who)} times: a tile is stored once, when finished")
+                raise Failed(f"on {what}: {_tile_name(schedule, t, M, N)} is stored by {_programs(who)}: only "
+                              "its owner, the program holding its last K-iteration, stores it; the others hand "
+                              "their partial sums over through P")
+    # 5. Each program computes its own range, once (the K-steps of A it loads)
+    if watch is not None:
+        for pid, (start, end) in enumerate(schedule["ranges"]):
+            done = watch.a_lanes[pid] // (_BM * _BK)
+            if done != end - start:
+                more = ("the owner of a tile adds the others' partials instead of redoing their K-iterations" if
+                        done > end - start else "walk every piece of it")
+                raise Failed(f"on {what}: program {pid} computed {plural(done, 'K-iteration')}, but its range "
+                              f"(sched.iter_range()) holds {end - start}: each program computes exactly its own range; "
+                              + more)
+    # 6. The values, tile by tile
+    _diagnose_values(launch, tile_of)
+    if watch is None:
+        _flags_left(launch)
+        return
+    # 7. The hand-over: partials written before their flag goes up, read only after it
+    _diagnose_protocol(launch)
+    _flags_left(launch)
+
+
+def _positions(idx, strides: tuple, N: int, view) -> torch.Tensor:
+    """Positions (i * N + j) of C's elements among the stored element indices of C's buffer."""
+    idx = torch.as_tensor(idx)
+    idx = idx[view[idx]]
+    i, j = idx // strides[0], idx % strides[0] // strides[1]
+    return i * N + j
+
+
+def _diagnose_values(launch: _Launch, tile_of) -> None:
+    case, schedule = launch.case, launch.schedule
+    what, M, N, K = case.what, case.M, case.N, case.K
+    a, b, c = launch.a.double(), launch.b.double(), launch.c.double()
+    tol = 8 * K * 2.0 ** -24  # float32 sums of K exact fp16 products, any order
+    iters = schedule["iters"]
+    for t in range(schedule["tiles"]):
+        pid_m, pid_n = schedule["coords"][t]
+        rs, cs = slice(pid_m * _BM, min(M, (pid_m + 1) * _BM)), slice(pid_n * _BN, min(N, (pid_n + 1) * _BN))
+        got = c[rs, cs].flatten()
+        parts = torch.stack([(a[rs, k * _BK:(k + 1) * _BK] @ b[k * _BK:(k + 1) * _BK, cs]).flatten()
+                             for k in range(iters)])  # one row per K-iteration
+        ref = parts.sum(0)
+        error = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
+        if error <= tol:
+            continue
+        name = _tile_name(schedule, t, M, N)
+        pieces = schedule["pieces"][t]
+        if torch.isnan(got).any():
+            raise Failed(f"on {what}: {name} holds NaN: something read memory no program wrote, such as a slot of P "
+                          "before its program wrote it (P holds garbage until then: never add into it)")
+        why = _by_iterations(got, parts, pieces, error, tol)
+        raise Failed(f"on {what}: {name} is wrong: {why}")
+
+
+def _by_iterations(got, parts, pieces, error: float, tol: float) -> str:
+    """Why a tile is wrong, from how often each of its K-iterations made it into the tile (a least-squares
+    fit of the tile on its iterations' products)."""
+    owner = pieces[-1][0]
+    generic = ("and not by whole K-iterations of its own: did the owner add a partial of another tile (a wrong "
+               "program's slot, or one read before its flag was up), or read it back in another layout?")
+    if got.numel() < 2 * parts.shape[0]:
+        return generic
+    coef = torch.linalg.lstsq(parts.T, got[:, None]).solution.flatten()
+    fit = (torch.linalg.vector_norm(parts.T @ coef - got) / torch.linalg.vector_norm(got)).item()
+    whole = coef.round()
+    if fit > 1e-3 or (coef - whole).abs().max() > 0.05:
+        return generic
+    if (whole == 1).all():
+        return (f"right only to {error:.0e} (float32 allows {tol:.0e}): a partial lost precision on its way; keep "
+                "partials in float32, as P is")
+    times = {}
+    for p, k0, k1 in pieces:
+        seen = whole[k0:k1].unique().tolist()
+        times[(p, k0, k1)] = seen[0] if len(seen) == 1 else None
+    if any(v is None for v in times.values()) or any(v not in (0, 1, 2) for v in times.values()):
+        odd = [k for k in range(parts.shape[0]) if whole[k] != 1]
+        return (f"its K-iterations {odd} are counted {sorted(set(int(whole[k]) for k in odd))} times instead of "
+                "once: check each piece's K range (k_begin, k_end) within the tile")
+    lost = [p for (p, _, _), v in times.items() if v == 0]
+    twice = [(p, k0, k1) for (p, k0, k1), v in times.items() if v == 2]
+    if lost and set(lost) == {p for p, _, _ in pieces} - {owner} and times[pieces[-1]] == 1:
+        return (f"it holds only its owner's own K-iterations (program {owner}'s): add the partials of the lower "
+                f"programs that hold its earlier K-iterations ({_programs(lost)})")
+    if lost:
+        return (f"the K-iterations of {_programs(lost)} are missing: the owner adds the partial of every lower "
+                "program that holds a piece of the tile, down to the one holding its first K-iteration")
+    if twice:
+        p, k0, k1 = twice[0]
+        return (f"program {p}'s K-iterations ({k0} to {k1 - 1}) are counted twice: add each partial once (and not "
+                "the owner's own acc again)")
+    return generic
+
+
+def _diagnose_protocol(launch: _Launch) -> None:
+    """The hand-over's order and its atomics, which only a GPU's parallel programs would punish."""
+    what, watch = launch.case.what, launch.watch
+    programs = launch.case.programs
+    merged = {p: [] for p in range(programs)}
+    for pid, item in watch.events:
+        merged[pid].append(item)
+    for pid, items in merged.items():
+        partial_written, waited, relaxed_waits = False, set(), set()
+        for item in items:
+            if item[0] == "p-store":
+                partial_written = True
+            elif item[0] == "p-load":
+                q = item[1]
+                if q != pid and q not in waited and q in relaxed_waits:
+                    raise Failed(f"on {what}: program {pid} waits for program {q}'s flag with sem=\"relaxed\": then "
+                                  "the partial's load may move before the wait on a GPU; wait with sem=\"acquire\"")
+                if q != pid and q not in waited:
+                    raise Failed(f"on {what}: program {pid} reads program {q}'s partial without first waiting for "
+                                  f"program {q}'s flag: on a GPU the partial may not be written yet (here programs "
+                                  "run one after another, so it happened to be)")
+            else:
+                _, op, q, written, relaxed = item
+                if q == pid and written:  # raising its own flag
+                    if op == "store":
+                        raise Failed(f"on {what}: program {pid} raises its flag with tl.store: on a GPU that store "
+                                      "may be seen before the partial; raise it with an atomic that releases, such as "
+                                      "tl.atomic_xchg(..., sem=\"release\")")
+                    if relaxed:
+                        raise Failed(f"on {what}: program {pid} raises its flag with sem=\"relaxed\": then the "
+                                      "partial may reach the owner after the flag; raise it with sem=\"release\"")
+                    if not partial_written:
+                        raise Failed(f"on {what}: program {pid} raises its flag before writing its partial to P: "
+                                      "an owner could read the slot half-written; write the partial, then raise")
+                    partial_written = False
+                elif q != pid and op == "load":
+                    raise Failed(f"on {what}: program {pid} reads program {q}'s flag with tl.load: a compiled wait "
+                                  "loop may read it once and spin forever, and the partial's load may move before "
+                                  "it; wait with an atomic that acquires (sem=\"acquire\")")
+                elif q != pid and not relaxed:
+                    waited.add(q)
+                elif q != pid and op == "read":
+                    relaxed_waits.add(q)
+
+
+def _flags_left(launch: _Launch) -> None:
+    raised = launch.flag_buffer[:launch.case.programs].nonzero().flatten().tolist()
+    if raised:
+        raise Failed(f"on {launch.case.what}: FLAGS is not all zeros after the launch ({_programs(raised)} left "
+                      "raised): the owner lowers each flag it consumed, so that the next launch starts from zeros")

@@ -1,105 +1,839 @@
-"""Notebook 11: fusion and flash attention."""
+"""Notebook 11: fusion and flash attention. Two exercises: the online-softmax update (``softmax_step``),
+then the whole forward loop of flash attention for one block of queries (``flash_forward``)."""
 
 from __future__ import annotations
 
+import ast
+import builtins
+import dataclasses
 import inspect
 import math
 import re
+import textwrap
 
 import torch
+import triton
+import triton.language as tl
 
 from course import runtime
-from course.exercises.core import Failed, close, exercise, require_jit, user_error
+from course.exercises.core import (
+    Failed,
+    NotAttempted,
+    close,
+    compiles_for_a_gpu,
+    exercise,
+    launches,
+    plural,
+    require_jit,
+    user_error,
+)
 
-__all__ = ['check_softmax_step']
+__all__ = ['check_softmax_step', 'check_flash_forward']
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+EPS16 = torch.finfo(torch.float16).eps  # 2^-10: p is rounded to float16 before P V
+EPS32 = torch.finfo(torch.float32).eps  # 2^-23: m, l and the scores are float32
 
 
-def _online_attention(q, k, v, block: int, variant: str = "right") -> torch.Tensor:
-    """Attention of one head computed as the kernel walks the keys, ``block`` at a time, in float64:
-    with the online-softmax update written right, or with one of the usual mistakes (``variant``)."""
-    s_all = (q @ k.T) / math.sqrt(q.shape[1]) * math.log2(math.e)  # scores in base 2
-    ex = torch.exp if variant == "natural exp" else torch.exp2
-    m = torch.full((q.shape[0],), float("-inf"), dtype=torch.float64)
-    l = torch.zeros(q.shape[0], dtype=torch.float64)
-    acc = torch.zeros(q.shape[0], v.shape[1], dtype=torch.float64)
-    for start in range(0, k.shape[0], block):
-        s = s_all[:, start:start + block]
-        m_new = torch.maximum(m, s.max(1).values)
-        alpha = ex(m - m_new)
-        p = ex(s - m_new[:, None])
-        l = l * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
-        acc = acc * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v[start:start + block]
-        m = m_new
-    return acc / (1 if variant == "not divided" else l[:, None])
+# --- reading the learner's source (ast, so that comments and strings never count) -------------------
+
+_MISSING = object()
+
+
+def _resolve(node, scope: dict, local: set):
+    """The object a name or a dotted name (``attention.softmax_step``) in a function's source stands
+    for, looked up in the function's globals (then the builtins); _MISSING for locals and unknowns."""
+    if isinstance(node, ast.Name):
+        if node.id in local:
+            return _MISSING
+        return scope.get(node.id, getattr(builtins, node.id, _MISSING))
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, scope, local)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            return getattr(base, node.attr, _MISSING)
+        except Exception:
+            return _MISSING
+    return _MISSING
+
+
+def _local_names(tree) -> set:
+    """Parameters and assigned names of a function: they hide globals of the same name."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+    return names
+
+
+def _is_jit(obj) -> bool:
+    return callable(getattr(obj, "fn", None)) and hasattr(obj, "arg_names")
+
+
+def _own_functions(fn):
+    """``(function, syntax tree, local names)`` for the learner's function and, recursively, the
+    ``@triton.jit`` helpers of the learner's own that it uses (not the course's, not Triton's)."""
+    found, seen, todo = [], set(), [getattr(fn, "fn", fn)]
+    while todo:
+        f = todo.pop(0)
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        local = _local_names(tree)
+        found.append((f, tree, local))
+        scope = getattr(f, "__globals__", {})
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                obj = _resolve(node, scope, local)
+                if _is_jit(obj) and not (getattr(obj.fn, "__module__", "") or "").startswith(("course.", "triton")):
+                    todo.append(obj.fn)
+    return found
+
+
+def _borrowed(fn, banned) -> str | None:
+    """The label of the first thing in ``banned`` (``[(object, label)]``) that the learner's function
+    or one of its helpers uses, or "torch" for anything of torch's; None when it uses none."""
+    for f, tree, local in _own_functions(fn):
+        scope = getattr(f, "__globals__", {})
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+                continue
+            obj = _resolve(node, scope, local)
+            if obj is _MISSING:
+                continue
+            for thing, label in banned:
+                if obj is thing or (_is_jit(obj) and _is_jit(thing) and obj.fn is thing.fn):
+                    return label
+            module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None)
+            if isinstance(module, str) and (module == "torch" or module.startswith("torch.")):
+                return "torch"
+    return None
+
+
+# tl functions that make a block from scalars; other blocks come from these, through names
+_BLOCK_MAKERS = {"arange", "load", "full", "zeros", "zeros_like", "full_like", "dot", "rand", "randn"}
+
+
+def _makes_block(node, blocks: set) -> bool:
+    """Whether an expression involves a block: a name known to hold one, or a tl function that makes one."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in blocks:
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _BLOCK_MAKERS:
+            return True
+    return False
+
+
+def _block_names(tree, params_are_blocks: bool) -> set:
+    """The local names that hold blocks, following the assignments to a fixed point."""
+    func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    blocks = {a.arg for a in func.args.args} if (func and params_are_blocks) else set()
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if _makes_block(node.value, blocks):
+                    for name in (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+                        if name.id not in blocks:
+                            blocks.add(name.id)
+                            changed = True
+    return blocks
+
+
+def _builtin_minmax(fn, params_are_blocks: bool) -> str | None:
+    """``"max"`` or ``"min"`` if the learner's function (or a helper of theirs) calls Python's builtin of that
+    name on a block. On scalars (min(S_K, ...)) it is right, compiled and interpreted; on blocks a GPU's
+    compiler turns it into tl.maximum or tl.minimum (deprecated), but the interpreter gets it wrong without a
+    word. ``params_are_blocks``: whether the function's parameters are blocks (an update's are, a kernel's are
+    pointers and numbers); a helper's always count as blocks."""
+    for index, (f, tree, local) in enumerate(_own_functions(fn)):
+        scope = getattr(f, "__globals__", {})
+        blocks = _block_names(tree, params_are_blocks or index > 0)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
+                if _resolve(node.func, scope, local) is getattr(builtins, node.func.id) and \
+                        any(_makes_block(a, blocks) for a in node.args):
+                    return node.func.id
+    return None
+
+
+def _course_attention(*extra):
+    """What an answer may not call: the course's attention and the reference solutions."""
+    from course import attention, solutions
+
+    things = [(attention.softmax_step, "the course's attention.softmax_step"),
+              (attention._key_block, "the course's attention._key_block"),
+              (attention.key_bounds, "the course's attention.key_bounds"),
+              (attention.attention_kernel, "the course's attention.attention_kernel"),
+              (attention._attention_kernel_any_length, "the course's attention kernel"),
+              (attention.attention, "the course's attention.attention"),
+              (attention.reference, "the course's attention.reference")]
+    things += [(getattr(solutions, name), f"the reference solution solutions.{name}") for name in extra]
+    return things
+
+
+def _refuse_borrowed(name: str, fn, *solution_names) -> None:
+    used = _borrowed(fn, _course_attention(*solution_names))
+    if used == "torch":
+        raise Failed(f"{name} uses torch: inside a kernel there are only blocks, and tl's functions work on them "
+                      "(tl.dot, tl.exp2, tl.max, tl.sum, tl.where)")
+    if used:
+        raise Failed(f"{name} calls {used}: the exercise is to write it yourself; use only tl's functions "
+                      "(and helpers of your own)")
+
+
+def _refuse_builtin_minmax(name: str, fn, params_are_blocks: bool) -> None:
+    builtin = _builtin_minmax(fn, params_are_blocks)
+    if builtin:
+        raise Failed(f"{name} calls Python's {builtin}(): on blocks use tl.{builtin}imum(a, b) (elementwise) or "
+                      f"tl.{builtin}(x, axis) (a reduction); the interpreter does not turn the builtin into either")
+
+
+def _explain(failed: Failed, shapes: str, returns: str | None = None) -> Failed:
+    """``failed`` (the learner's code raised) with the course's own hint where the error is about shapes,
+    dtypes given to tl.dot, or the number of values returned (``returns``: what to return)."""
+    text = str(failed)
+    bare = text.split("\n  hint:")[0]
+    if returns and re.search(r"values to unpack|non-iterable|list index out of range", text):  # the last: compiled
+        return Failed(f"{bare}\n  hint: {returns}")
+    if re.search(r"same dtype", text):
+        return Failed(f"{bare}\n  hint: tl.dot takes two blocks of one dtype: convert p to v's (p.to(v.dtype)); the "
+                      "accumulator stays float32")
+    if re.search(r"rank|shape|broadcast|incompatible|dimension", text):
+        return Failed(f"{bare}\n  hint: {shapes}")
+    return failed
+
+
+# --- exercise 1: softmax_step, the online-softmax update ---------------------------------------------
+
+@triton.jit
+def _step_kernel(M_IN, L_IN, ACC_IN, S, V, M_OUT, L_OUT, ACC_OUT, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 D: tl.constexpr, STEP: tl.constexpr):
+    """One call of the learner's update on a state and a block of scores read from memory."""
+    r = tl.arange(0, BLOCK_M)
+    c = tl.arange(0, BLOCK_N)
+    d = tl.arange(0, D)
+    m, l, acc = STEP(tl.load(M_IN + r), tl.load(L_IN + r), tl.load(ACC_IN + r[:, None] * D + d[None, :]),
+                     tl.load(S + r[:, None] * BLOCK_N + c[None, :]), tl.load(V + c[:, None] * D + d[None, :]))
+    tl.store(M_OUT + r, m)
+    tl.store(L_OUT + r, l)
+    tl.store(ACC_OUT + r[:, None] * D + d[None, :], acc)
+
+
+_STEP_SHAPES = ("s is [BLOCK_M, BLOCK_N], v [BLOCK_N, d]; return (m, l, acc) in that order, m and l of "
+                "shape [BLOCK_M] (reduce s along axis 1), acc [BLOCK_M, d]")
+
+
+@dataclasses.dataclass
+class _Step:
+    """One call of softmax_step: its inputs (float64 copies) and what it returned."""
+
+    what: str
+    m_i: torch.Tensor
+    l_i: torch.Tensor
+    acc_i: torch.Tensor
+    s: torch.Tensor
+    v: torch.Tensor
+    m: torch.Tensor
+    l: torch.Tensor
+    acc: torch.Tensor
+
+    def model(self, variant: str = "right"):
+        """(m, l, acc) in float64: the update written right, or with one of the usual mistakes."""
+        m_i, l_i, acc_i, s, v = self.m_i, self.l_i, self.acc_i, self.s, self.v
+        ex = torch.exp if variant == "natural exp" else torch.exp2
+        m_new = torch.maximum(m_i, s.max(1).values)
+        if variant == "block maximum only":
+            m_new = s.max(1).values
+        if variant == "clamped at 0":
+            m_new = m_new.clamp(min=0)
+        alpha = ex(m_new - m_i) if variant == "alpha inverted" else ex(m_i - m_new)
+        shift = m_i if variant == "old maximum" else (torch.zeros_like(m_new) if variant == "no maximum" else m_new)
+        p = ex(s - shift[:, None])
+        l = l_i * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
+        acc = acc_i * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v
+        if variant == "normalized":
+            acc = acc / l[:, None]
+        return m_new, l, acc
+
+    def matches(self, variant: str = "right", part: str = "mla") -> bool:
+        """Whether the returned values are those of ``variant``, within what float32 (and float16 for the
+        P V product) allows: m exact, l to 2^-14 relative, acc to float16's epsilon of its terms."""
+        m, l, acc = self.model(variant)
+        with torch.no_grad():
+            ok_m = _same(self.m, m, 16 * EPS32)
+            ok_l = _same(self.l, l, 512 * EPS32)
+            alpha = torch.exp2(self.m_i - m).nan_to_num(0.0, posinf=0.0)
+            p = torch.exp2(self.s - m[:, None]).nan_to_num(0.0, posinf=0.0)
+            scale = p @ self.v.abs() + alpha[:, None] * self.acc_i.abs() + acc.abs()
+            ok_acc = _same(self.acc, acc, 2 * EPS16, scale)
+        return all({"m": ok_m, "l": ok_l, "a": ok_acc}[k] for k in part)
+
+
+def _same(got: torch.Tensor, want: torch.Tensor, rtol: float, scale: torch.Tensor | None = None) -> bool:
+    """Elementwise ``|got - want| <= rtol * scale`` (scale: |want|), infinities equal, no NaN."""
+    if got.shape != want.shape or torch.isnan(got).any() or torch.isnan(want).any():
+        return False
+    inf = torch.isinf(want) | torch.isinf(got)
+    if not torch.equal(got[inf], want[inf]):
+        return False
+    scale = want.abs() if scale is None else scale
+    return bool(((got - want).abs()[~inf] <= rtol * scale[~inf] + 1e-30).all())
+
+
+def _one_step(step, what: str, m_i, l_i, acc_i, s, v) -> _Step:
+    """Run the learner's update once in ``_step_kernel`` on the given state and block."""
+    dev = runtime.DEVICE
+    bm, bn, d = s.shape[0], s.shape[1], v.shape[1]
+    outs = [torch.full((bm,), float("nan"), device=dev), torch.full((bm,), float("nan"), device=dev),
+            torch.full((bm, d), float("nan"), device=dev)]
+    ins = [m_i.float().to(dev), l_i.float().to(dev), acc_i.float().to(dev), s.float().to(dev), v.half().to(dev)]
+    try:
+        _step_kernel[(1,)](*ins, *outs, BLOCK_M=bm, BLOCK_N=bn, D=d, STEP=step)
+    except Exception as err:
+        raise _explain(user_error(f"on {what}, your softmax_step", err), _STEP_SHAPES,
+                       "softmax_step returns three values: (m, l, acc)") from None
+    if runtime.DEVICE == "cuda":
+        torch.cuda.synchronize()
+    m_i, l_i, acc_i, s, v = (t.double().cpu() for t in ins)
+    return _Step(what, m_i, l_i, acc_i, s, v, *(t.double().cpu() for t in outs))
+
+
+def _step_cases(step) -> list[_Step]:
+    """The update on four states: a later block (some rows' maximum grows, some not), the first block,
+    a block with masked scores (-inf; one row wholly masked), and a first block of all-negative scores."""
+    gen = torch.Generator().manual_seed(11)
+    bm, bn, d = 32, 16, 64  # all different, so that a reduction along the wrong axis cannot pass
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
+    v = rnd(bn, d).half().double()
+    s = (rnd(bm, bn) * 3).float().double()
+    # later block: half the rows had a larger maximum before, half get a larger one now
+    m_i = (s.max(1).values + torch.where(torch.arange(bm) % 2 == 0, 2.5, -2.5)).float().double()
+    l_i = (1 + 10 * torch.rand(bm, generator=gen, dtype=torch.float64)).float().double()
+    acc_i = (rnd(bm, d) * l_i[:, None]).float().double()
+    later = _one_step(step, "a later block (the maximum grows in some rows only)",
+                      m_i, l_i, acc_i, s, v)
+    first = _one_step(step, "the first block (m_i = -inf, l_i = 0, acc = 0)", torch.full((bm,), -math.inf),
+                      torch.zeros(bm), torch.zeros(bm, d), s, v)
+    masked_s = s.clone()
+    masked_s[torch.arange(bn)[None, :] > torch.arange(bm)[:, None] % bn] = -math.inf  # a causal-like diagonal
+    masked_s[3] = -math.inf  # a row wholly masked in this block: it keeps its state
+    masked = _one_step(step, "a block with masked scores (-inf, a whole row of them in one row)",
+                       m_i, l_i, acc_i, masked_s, v)
+    negative = _one_step(step, "a first block of all-negative scores (every score about -1000)",
+                         torch.full((bm,), -math.inf), torch.zeros(bm), torch.zeros(bm, d), s - 1000, v)
+    return [later, first, masked, negative]
+
+
+def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -> None:
+    """Name the first wrong thing the update does, from its outputs on the four states."""
+    m_want, l_want, _ = later.model()
+    if _same(later.m, l_want, 512 * EPS32) and _same(later.l, m_want, 16 * EPS32):
+        raise Failed("m and l come back swapped: return (m, l, acc) in that order")
+    if not later.matches("right", "m"):
+        if _same(later.m, later.m_i, 0.0):
+            raise Failed(f"on {later.what}: m is returned unchanged: return the new running maximum, m_i combined "
+                          "with this block's row maxima")
+        if later.matches("block maximum only", "m"):
+            raise Failed(f"on {later.what}: m forgets the old maximum: where a block's scores are all below m_i, "
+                          "the running maximum stays m_i (combine the two with tl.maximum)")
+        raise Failed(f"on {later.what}: m is not the running maximum: the larger of m_i and the row's largest score "
+                      "in this block (tl.max(s, 1), one value per row)")
+    if not later.matches("right", "l"):
+        for variant, message in (
+                ("sum not rescaled", "l_i is not rescaled when the maximum grows: it is a sum of exp2(s - m_i), so "
+                                     "it shrinks by the same factor as acc"),
+                ("alpha inverted", "the old terms grow instead of shrinking: under a larger maximum every "
+                                   "exp2(s - m) gets smaller, so the factor for l_i and acc is at most 1"),
+                ("natural exp", "this is exp, not exp2: the kernel's scores are already in base 2 (multiplied by "
+                                "log2(e)), so exp2 undoes them exactly"),
+                ("old maximum", "the new scores are shifted by the old maximum m_i: shift them by the new one, "
+                                "the same maximum that l and acc are kept against"),
+                ("no maximum", "exp2 of a score not shifted by its row's running maximum overflows for large "
+                               "scores: subtract the new maximum from s first")):
+            if later.matches(variant, "l"):
+                raise Failed(f"on {later.what}: {message}")
+        raise Failed(f"on {later.what}: l is wrong: the old sum, rescaled to the new maximum, plus this block's "
+                      "exponentials (summed along each row)")
+    if not later.matches("right", "a"):
+        for variant, message in (
+                ("output not rescaled", "acc is not rescaled when the maximum grows: the old terms were weighted "
+                                        "by exp2(s - m_i), and under the new maximum they must shrink by the same "
+                                        "factor as l"),
+                ("normalized", "acc is divided by l: keep it unnormalized (the kernel divides by l once, at "
+                               "the end)")):
+            if later.matches(variant, "a"):
+                raise Failed(f"on {later.what}: {message}")
+        raise Failed(f"on {later.what}: m and l are right, acc is not: the old acc, rescaled like l, plus this "
+                      "block's exponentials times v (tl.dot(p.to(v.dtype), v))")
+    if not first.matches():
+        bad = "inf or nan" if not torch.isfinite(torch.cat([first.l, first.acc.flatten()])).all() else "wrong values"
+        raise Failed(f"right on a later block, but {bad} on {first.what}: there m_i is -inf, so exp2(m_i - m_new) "
+                      "is 0 (the empty past counts nothing) as long as m_new is finite; never subtract m_i "
+                      "from the scores")
+    if not masked.matches():
+        raise Failed(f"wrong on {masked.what}: masked scores are -inf and must drop out (exp2(-inf) is 0); "
+                      "a row masked entirely keeps its m, l and acc. Don't replace -inf")
+    if not negative.matches():
+        if negative.matches("clamped at 0", "m") or bool((negative.m >= 0).all()):
+            raise Failed(f"wrong on {negative.what}: the running maximum must be the scores' own maximum, "
+                          "negative here; a maximum held at 0 (or above the scores) turns every exp2 into 0 and "
+                          "the sum l into 0")
+        raise Failed(f"wrong on {negative.what}: softmax does not change when every score moves by the same "
+                      "amount, so your update must not either: shift by the running maximum, whatever its sign")
 
 
 @exercise("softmax_step", "Write softmax_step above: the online-softmax update of one block of keys")
 def check_softmax_step(softmax_step) -> str:
     """Check a ``@triton.jit`` ``softmax_step(m_i, l_i, acc, s, v)`` as the update of
-    ``attention.attention_kernel``: on ordinary scores whose row maximum grows from block to block, on
-    scores in the thousands of both signs (where an exp that is not shifted by the maximum overflows
-    or underflows), and under a causal mask."""
+    ``attention.attention_kernel``: first one call on four states (a later block where the maximum grows
+    in some rows only, the first block, masked scores, all-negative scores), each returned value
+    compared with float64; then inside the course's kernel on ordinary scores, on scores of ±thousands,
+    on scores all shifted by about -1000 and under a causal mask."""
     from course import attention
-    from course.check import rel_error
 
     require_jit("softmax_step", softmax_step, ("m_i", "l_i", "acc", "s", "v"))
-    source = inspect.getsource(softmax_step.fn)
-    builtin = re.search(r"(?<![\w.])(max|min)\(", source)
-    if builtin:
-        raise Failed(f"softmax_step calls Python's {builtin.group(1)}(): on tensors use tl.{builtin.group(1)}imum(a, b) "
-                      f"(elementwise) or tl.{builtin.group(1)}(x, axis) (a reduction); the interpreter does not turn "
-                      "the builtin into either")
-    # blocks and head dimension all different, so that a reduction along the wrong axis cannot pass
+    _refuse_borrowed("softmax_step", softmax_step, "softmax_step")
+    _refuse_builtin_minmax("softmax_step", softmax_step, params_are_blocks=True)
+    _diagnose_step(*_step_cases(softmax_step))
+
+    # then the course's kernel with this update, 64 queries (2 programs) and 64 keys in 4 blocks
     config = dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
     gen = torch.Generator().manual_seed(0)
 
-    def run(q, k, v, causal=False):
+    def run(what, q, k, v, causal=False):
         to = lambda t: t[None, None].to(runtime.DEVICE)  # noqa: E731  (one batch, one head)
         try:
             out = attention.attention(to(q), to(k), to(v), causal=causal, step=softmax_step, config=config)
         except Exception as err:
-            failed = user_error("inside the attention kernel, your softmax_step", err)
-            if re.search(r"rank|shape|broadcast|incompatible", str(failed)):
-                failed = Failed(f"{failed}\n  Shapes: s is [BLOCK_M, BLOCK_N], v [BLOCK_N, d]; return (m, l, acc) in that "
-                                 "order, m and l of shape [BLOCK_M] (reduce s along axis 1), acc [BLOCK_M, d]")
-            raise failed from None
-        return out[0, 0].cpu().double()
+            raise _explain(user_error(f"on {what}, inside the attention kernel, your softmax_step", err),
+                           _STEP_SHAPES, "softmax_step returns three values: (m, l, acc)") from None
+        got = out[0, 0].cpu().double()
+        want = attention.reference(q[None, None], k[None, None], v[None, None], causal=causal)[0, 0]
+        if not close(got, want):
+            raise Failed(f"right on one call, but the course's kernel with your update is "
+                          f"{'inf or nan' if not torch.isfinite(got).all() else 'wrong'} on {what}: does it "
+                          "depend on anything but its five arguments?")
 
-    # ordinary: 64 queries (2 programs), 64 keys in 4 blocks, later keys larger so that the maximum grows
     q = torch.randn(64, 64, generator=gen).half()
-    k = (torch.randn(64, 64, generator=gen) * torch.linspace(0.5, 2.5, 64)[:, None]).half()
+    k = (torch.randn(64, 64, generator=gen) * torch.linspace(0.5, 2.5, 64)[:, None]).half()  # the maximum grows
     v = torch.randn(64, 64, generator=gen).half()
-    got = run(q, k, v)
-    want = _online_attention(q.double(), k.double(), v.double(), 16)
-    if not torch.isfinite(got).all():
-        raise Failed("the output has inf or nan on ordinary scores: does every exp2 subtract the new running "
-                      "maximum m_new (m_i is -inf before the first block; the row maximum is tl.max(s, 1)), and is "
-                      "l_i a sum of exponentials?")
-    if not close(got, want):
-        for variant, message in (
-                ("output not rescaled", "acc is not rescaled when the maximum grows: the old terms were weighted by "
-                                        "exp2(s - m_i), and under the new maximum they must shrink by "
-                                        "exp2(m_i - m_new)"),
-                ("sum not rescaled", "l_i is not rescaled when the maximum grows: it is a sum of exp2(s - m_i), so it "
-                                     "shrinks by the same factor as acc"),
-                ("natural exp", "this is exp, not exp2: the kernel's scores are already in base 2 (multiplied by "
-                                "log2(e)), so exp2 undoes them exactly"),
-                ("not divided", "the output is not divided by the sum: the kernel divides acc by l_i at the end, so "
-                                "l_i must be the running sum of the exponentials")):
-            if close(got, _online_attention(q.double(), k.double(), v.double(), 16, variant), 2e-2):
-                raise Failed(message)
-        raise Failed(f"the output differs from softmax(Q Kᵀ / √d) V by {rel_error(got, want):.2g} (relative): "
-                      "return (m, l, acc) in that order, and check each of the update's rules in the notebook")
-    for sign in (1, -1):  # scores of +-thousands: exp2 of an unshifted score is inf or 0
-        big = run(q * 200 * sign, k, v)
-        want = _online_attention((q * 200 * sign).double(), k.double(), v.double(), 16)
-        if not torch.isfinite(big).all() or not close(big, want):
-            raise Failed(f"right on ordinary scores, but with scores of {'+' if sign > 0 else '-'}thousands the "
-                          "output is " + ("inf or nan" if not torch.isfinite(big).all() else "wrong") + ": an exp2 "
-                          "of a score that is not shifted by its row's running maximum (tl.max(s, 1), combined "
-                          "with m_i) overflows, or underflows to 0")
-    causal = run(q, k, v, causal=True)
-    if not close(causal, attention.reference(q[None, None], k[None, None], v[None, None], causal=True)[0, 0]):
-        raise Failed("right without a mask, wrong with the causal mask: masked scores are -inf, so their "
-                      "exponentials must come out 0 (exp2(-inf) is 0; don't replace -inf)")
-    return "the online softmax matches float64 on ordinary scores, on scores of ±thousands and under a causal mask"
+    run("ordinary scores", q, k, v)
+    run("scores of +thousands", q * 200, k, v)
+    run("scores of -thousands", q * -200, k, v)
+    shifted_q, shifted_k = q.clone(), k.clone()  # the last dimension adds about -1000 (base 2) to every score
+    shifted_q[:, -1] = -1000 * 8 / LOG2E - torch.arange(64) * 4
+    shifted_k[:, -1] = 1
+    run("scores all shifted by about -1000", shifted_q, shifted_k, v)
+    run("a causal mask", q, k, v, causal=True)
+    return ("the online softmax is right on a later block, the first, a masked and an all-negative one, and in the "
+            "course's kernel on ordinary, ±thousands, shifted and causal scores")
+
+
+# --- exercise 2: flash_forward, the whole forward loop for one block of queries ----------------------
+
+_FLASH_PARAMS = ("Q", "K", "V", "O", "L", "sm_scale", "S_Q", "S_K", "stride_qs", "stride_qd", "stride_ks",
+                 "stride_kd", "stride_vs", "stride_vd", "stride_os", "stride_od", "stride_l", "HEAD_DIM",
+                 "BLOCK_M", "BLOCK_N", "CAUSAL")
+_O_UNWRITTEN = 30000.0  # what O's buffer holds before the launch (exact in float16; no attention output is near it)
+_L_UNWRITTEN = -123456.0  # L's
+_GUARD = 64  # rows (or columns) of slack after every operand: NaN after the inputs, the sentinel after O and L
+_FLASH_SHAPES = ("q is [BLOCK_M, HEAD_DIM], the block of Kᵀ [HEAD_DIM, BLOCK_N], s [BLOCK_M, BLOCK_N], "
+                 "v [BLOCK_N, HEAD_DIM]; m and l [BLOCK_M] (reductions along axis 1), acc [BLOCK_M, HEAD_DIM]")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Case:
+    what: str
+    S_Q: int
+    S_K: int
+    d: int
+    bm: int
+    bn: int
+    causal: bool
+    kind: str = "plain"  # "thousands", "shifted" (all-negative), "strided"
+    seed: int = 0
+
+    @property
+    def scale(self) -> float:
+        return 1.25 / math.sqrt(self.d)  # not the default 1/sqrt(d): sm_scale must be used
+
+
+# Smallest first; block sizes and head dims differ so that a swapped axis cannot pass.
+_CASES = [
+    _Case("one block of queries and one of keys (32 queries, 16 keys, d = 32)", 32, 16, 32, 32, 16, False),
+    _Case("several blocks of keys (64 queries and keys, d = 64)", 64, 64, 64, 32, 16, False, seed=1),
+    _Case("lengths no multiple of the blocks (50 queries, 37 keys, d = 32)", 50, 37, 32, 32, 16, False, seed=2),
+    _Case("a causal mask (70 queries and keys, d = 16, BLOCK_M = 16, BLOCK_N = 32)", 70, 70, 16, 16, 32, True,
+          seed=3),
+    _Case("a causal mask with more keys than queries (45 queries, 80 keys, d = 32)", 45, 80, 32, 32, 16, True,
+          seed=4),
+    _Case("scores of ±thousands (64 queries and keys, d = 64)", 64, 64, 64, 32, 16, False, "thousands", seed=5),
+    _Case("all-negative scores, each row's shifted by about -1000 (causal, 64 queries and keys, d = 16)",
+          64, 64, 16, 32, 16, True, "shifted", seed=6),
+    _Case("non-unit strides on every operand: Q every other column, K stored transposed, V with padded rows, "
+          "O transposed, L every other element (causal, 72 queries, 40 keys, d = 32)", 72, 40, 32, 32, 16, True,
+          "strided", seed=7),
+]
+
+
+def _flash_inputs(case: _Case):
+    """Q, K, V (float16, CPU) for a case: later keys larger, so that the running maximum grows."""
+    gen = torch.Generator().manual_seed(1100 + case.seed)
+    q = torch.randn(case.S_Q, case.d, generator=gen)
+    k = torch.randn(case.S_K, case.d, generator=gen) * torch.linspace(0.5, 2.5, case.S_K)[:, None]
+    v = torch.randn(case.S_K, case.d, generator=gen)
+    if case.kind == "thousands":
+        q = q * 200
+    if case.kind == "shifted":  # softmax does not change when a row's scores all move by one amount
+        q[:, -1] = -(1000 + 3 * torch.arange(case.S_Q)) / (case.scale * LOG2E)
+        k[:, -1] = 1
+    return q.half(), k.half(), v.half()
+
+
+def _placed(t: torch.Tensor, layout: str, fill: float):
+    """``t`` copied into a view of a larger buffer filled with ``fill``, in ``layout``: "rows" (contiguous rows,
+    slack rows after), "every other column", "transposed" (stored column-major), "padded rows"; for a vector
+    "contiguous" or "every other element". Returns (view, buffer)."""
+    dev = runtime.DEVICE
+    if t.dim() == 1:
+        n = t.shape[0]
+        if layout == "every other element":
+            buffer = torch.full((2 * (n + _GUARD),), fill, dtype=t.dtype, device=dev)
+            view = buffer[:2 * n:2]
+        else:
+            buffer = torch.full((n + _GUARD,), fill, dtype=t.dtype, device=dev)
+            view = buffer[:n]
+    else:
+        rows, cols = t.shape
+        if layout == "every other column":
+            buffer = torch.full((rows + _GUARD, 2 * cols), fill, dtype=t.dtype, device=dev)
+            view = buffer[:rows, ::2]
+        elif layout == "transposed":
+            buffer = torch.full((cols, rows + _GUARD), fill, dtype=t.dtype, device=dev)
+            view = buffer[:, :rows].T
+        elif layout == "padded rows":
+            buffer = torch.full((rows + _GUARD, cols + 8), fill, dtype=t.dtype, device=dev)
+            view = buffer[:rows, :cols]
+        else:
+            buffer = torch.full((rows + _GUARD, cols), fill, dtype=t.dtype, device=dev)
+            view = buffer[:rows]
+    view.copy_(t)
+    return view, buffer
+
+
+_STRIDED = dict(Q="every other column", K="transposed", V="padded rows", O="transposed", L="every other element")
+
+
+@dataclasses.dataclass
+class _Flash:
+    """One launch of the learner's kernel on a case: what it wrote, and the float64 inputs."""
+
+    case: _Case
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    o: torch.Tensor  # float64, the S_Q x d view
+    l: torch.Tensor  # float64, S_Q
+    o_spill: int  # elements of O's buffer written outside O
+    l_spill: int
+    layouts: dict
+
+    def model(self, variant: str = "right", scale: float | None = None):
+        return _flash_model(self.q, self.k, self.v, self.case.scale if scale is None else scale, self.case.causal,
+                            self.case.bm, self.case.bn, variant)
+
+    def o_matches(self, variant: str = "right", scale: float | None = None) -> bool:
+        return _rows_close(self.o, self.model(variant, scale)[0])
+
+    def l_matches(self, lse: torch.Tensor) -> bool:
+        """L within what float32 allows: 64 ulps of the largest magnitude in the row's sums."""
+        size = self.case.scale * (self.q.abs() @ self.k.abs().T).max(1).values
+        return _same(self.l, lse, 64 * EPS32, size + lse.abs() + 1)
+
+
+def _rows_close(got: torch.Tensor, want: torch.Tensor, tol: float | None = None) -> bool:
+    """Every row within float16's tolerance of ``want``'s (relative, row by row), no NaN or inf."""
+    from course.check import tolerance
+
+    if got.shape != want.shape or not torch.isfinite(got).all() or not torch.isfinite(want).all():
+        return False
+    tol = tolerance(torch.float16) if tol is None else tol
+    err = torch.linalg.vector_norm(got - want, dim=1)
+    return bool((err <= tol * torch.linalg.vector_norm(want, dim=1) + 1e-12).all())
+
+
+def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
+    """(out, lse) in float64, the keys walked ``bn`` at a time as the kernel does: written right, or with
+    one of the usual mistakes (``variant``)."""
+    S_Q, d = q.shape
+    if variant == "keys past S_K":  # the last block's padding keys loaded as 0 and never masked: score 0, value 0
+        pad = -k.shape[0] % bn
+        k, v = torch.cat([k, k.new_zeros(pad, d)]), torch.cat([v, v.new_zeros(pad, d)])
+    i, j = torch.arange(S_Q)[:, None], torch.arange(k.shape[0])[None, :]
+    visible = torch.ones(S_Q, k.shape[0], dtype=torch.bool)
+    if causal:
+        read = -(-(i // bm + 1) * bm // bn) * bn  # the keys of the blocks up to the diagonal's, whole
+        visible = {"no causal mask": visible, "diagonal unmasked": j < read, "mask transposed": j >= i}.get(
+            variant, j <= i)
+    s = (q @ k.T * scale * LOG2E).masked_fill(~visible, -math.inf)
+    m = torch.full((S_Q,), -math.inf, dtype=torch.float64)
+    l = torch.zeros(S_Q, dtype=torch.float64)
+    acc = torch.zeros(S_Q, d, dtype=torch.float64)
+    for start in range(0, k.shape[0], bn):
+        block = s[:, start:start + bn]
+        m_new = torch.maximum(m, block.max(1).values)
+        alpha = torch.exp2(m - m_new)
+        p = torch.exp2(block - m_new[:, None])
+        l = l * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
+        acc = acc * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v[start:start + bn]
+        m = m_new
+    out = acc if variant == "not divided" else acc / l[:, None]
+    return out, (m + torch.log2(l)) * LN2
+
+
+def _launch(kernel, case: _Case, layouts: dict | None = None, guard: float = math.nan) -> _Flash:
+    """Launch the learner's kernel on ``case`` (grid: one program per BLOCK_M queries), every operand in a
+    buffer with slack (``guard`` after the inputs, a sentinel after O and L)."""
+    layouts = layouts or {}
+    q, k, v = _flash_inputs(case)
+    qv, _ = _placed(q, layouts.get("Q", "rows"), guard)
+    kv, _ = _placed(k, layouts.get("K", "rows"), guard)
+    vv, _ = _placed(v, layouts.get("V", "rows"), guard)
+    ov, o_buf = _placed(torch.full((case.S_Q, case.d), _O_UNWRITTEN, dtype=torch.float16),
+                        layouts.get("O", "rows"), _O_UNWRITTEN)
+    lv, l_buf = _placed(torch.full((case.S_Q,), _L_UNWRITTEN), layouts.get("L", "contiguous"), _L_UNWRITTEN)
+    try:
+        with launches() as seen:
+            kernel[(triton.cdiv(case.S_Q, case.bm),)](
+                qv, kv, vv, ov, lv, case.scale, case.S_Q, case.S_K, *qv.stride(), *kv.stride(), *vv.stride(),
+                *ov.stride(), lv.stride(0), HEAD_DIM=case.d, BLOCK_M=case.bm, BLOCK_N=case.bn, CAUSAL=case.causal)
+        if runtime.DEVICE == "cuda":
+            torch.cuda.synchronize()
+    except Exception as err:
+        raise _explain(user_error(f"on {case.what}, your kernel", err), _FLASH_SHAPES) from None
+    if seen.stubs:
+        raise NotAttempted
+    o_spill = int((o_buf != _O_UNWRITTEN).sum()) - int((ov != _O_UNWRITTEN).sum())
+    l_spill = int((l_buf != _L_UNWRITTEN).sum()) - int((lv != _L_UNWRITTEN).sum())
+    return _Flash(case, q.double(), k.double(), v.double(), ov.double().cpu(), lv.double().cpu(), o_spill, l_spill,
+                  layouts)
+
+
+def _row_span(rows: torch.Tensor) -> str:
+    """Row numbers (a bool per row) in words: "row 5", "rows 48 to 69", "12 rows from row 3"."""
+    idx = rows.nonzero().flatten().tolist()
+    if len(idx) == 1:
+        return f"row {idx[0]}"
+    if idx[-1] - idx[0] + 1 == len(idx):
+        return f"rows {idx[0]} to {idx[-1]}"
+    return f"{len(idx)} rows from row {idx[0]}"
+
+
+def _diagnose_writes(r: _Flash) -> None:
+    c = r.case
+    if r.o_spill:
+        raise Failed(f"on {c.what}: the store wrote {plural(r.o_spill, 'element')} outside O (rows past S_Q, or "
+                      "another layout's places): mask the store with rows < S_Q and use stride_os, stride_od")
+    if r.l_spill:
+        raise Failed(f"on {c.what}: {plural(r.l_spill, 'value')} of L landed outside L: mask its store with "
+                      "rows < S_Q, at L + rows * stride_l")
+    unwritten = (r.o == _O_UNWRITTEN).any(1)
+    if unwritten.all():
+        raise Failed(f"on {c.what}: nothing was stored into O: end with tl.store of acc / l (converted to O's dtype) "
+                      "at O + rows * stride_os + columns * stride_od")
+    if unwritten.any():
+        last_block = torch.arange(c.S_Q) >= c.S_Q // c.bm * c.bm
+        why = (" (the last, partial block of queries: store it with the mask rows < S_Q)"
+               if torch.equal(unwritten, last_block) else ": each program owns rows "
+               "tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M) and stores all of them that are < S_Q")
+        raise Failed(f"on {c.what}: {_row_span(unwritten)} of O were never stored{why}")
+    if (r.l == _L_UNWRITTEN).all():
+        raise Failed(f"on {c.what}: O is stored but L is not: store each row's log-sum-exp at L + rows * stride_l")
+    if (r.l == _L_UNWRITTEN).any():
+        raise Failed(f"on {c.what}: L of {_row_span(r.l == _L_UNWRITTEN)} was never stored")
+
+
+def _diagnose_nan(kernel, r: _Flash) -> None:
+    """The output has inf or NaN in some rows: say why."""
+    c = r.case
+    bad = ~torch.isfinite(r.o).all(1)
+    zeros = _launch(kernel, c, r.layouts, guard=0.0)  # the same with 0 instead of NaN past every input
+    if torch.isfinite(zeros.o).all():
+        if _rows_close(zeros.o, r.model()[0]) and (c.S_Q % c.bm or c.S_K % c.bn):
+            raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: a load reads past the last key (or query) "
+                          "without a mask; here NaN lies beyond. Mask the loads of K and V with cols < S_K and Q's "
+                          "with rows < S_Q, other=0.0")
+        raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: a load reads past the end of Q, K or V (here NaN "
+                      "lies beyond them). Check the loads' offsets: rows and columns of each operand with its own "
+                      "strides, and the block of Kᵀ as [HEAD_DIM, BLOCK_N]")
+    if c.causal:
+        i = torch.arange(c.S_Q)
+        if torch.equal(bad, i == 0):
+            raise Failed(f"on {c.what}: row 0 is inf or nan: it sees key 0, itself. Query i sees the keys j <= i, "
+                          "its own included")
+        if torch.equal(bad, i < min(c.bm, c.S_Q)):
+            raise Failed(f"on {c.what}: the first block of queries is inf or nan: its keys lie on the diagonal. The "
+                          "block on the diagonal must be read (with the mask j <= i); only the blocks past it can "
+                          "be skipped")
+        out = r.model("mask transposed")[0]
+        if torch.equal(~torch.isfinite(out).all(1), bad) and _rows_close(r.o[~bad], out[~bad]):
+            raise Failed(f"on {c.what}: the causal mask is the wrong way round: query i sees the keys j <= i (the "
+                          f"past), not j >= i; {_row_span(bad)} see no key in their first block, hence the nan")
+    if c.kind == "thousands":
+        raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: exp2 of a score that is not shifted by its "
+                      "row's running maximum overflows (or underflows to 0); shift by the new maximum before "
+                      "every exp2")
+    if c.kind == "shifted":
+        raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}, so l came out 0: the running maximum must "
+                      "start at -inf and follow the scores wherever they are (not be held at 0 or any other "
+                      "floor): every exp2 then sees at least one term of 1")
+    raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: m starts at -inf, l and acc at 0; every exp2 "
+                  "subtracts the new running maximum; masked scores are -inf (never masked to -inf - -inf)")
+
+
+def _diagnose_values(r: _Flash) -> None:
+    """O is finite but wrong, or O is right and L is not: name the mistake."""
+    c = r.case
+    ln2, sqrt_d = LN2, math.sqrt(c.d)
+    if not r.o_matches():
+        for variant, scale, message in (
+                ("right", 1 / sqrt_d, "the scores are scaled by 1/sqrt(HEAD_DIM), not by sm_scale: use the "
+                                      "sm_scale the kernel is given"),
+                ("right", 1.0, "the scores are not scaled: multiply Q Kᵀ by sm_scale"),
+                ("right", c.scale * LOG2E, "the scores are in base 2 and then exponentiated with exp: use "
+                                           "tl.exp2 with scores times log2(e), or tl.exp without the log2(e)"),
+                ("right", c.scale * ln2, "exp2 of scores not converted to base 2: exp2(x) is 2^x, so multiply "
+                                         "the scores by log2(e) first (or use tl.exp)"),
+                ("output not rescaled", None, "acc is not rescaled when the running maximum grows: its old terms "
+                                              "shrink by exp2(m_old - m_new), like l"),
+                ("sum not rescaled", None, "l is not rescaled when the running maximum grows: it is a sum of "
+                                           "exp2(s - m), so it shrinks by the same factor as acc"),
+                ("not divided", None, "the output is not divided by l: acc is a sum weighted by exponentials, "
+                                      "normalized once, at the end"),
+                ("keys past S_K", None, "the keys past S_K take part in the softmax (with a score of 0): mask "
+                                        "their scores to -inf, not only their loads"),
+                ("no causal mask", None, "the causal mask is missing: query i sees only keys j <= i"),
+                ("diagonal unmasked", None, "the blocks past the diagonal are skipped, but the block on the "
+                                            "diagonal needs the mask j <= i inside it"),
+                ("mask transposed", None, "the causal mask is the wrong way round: query i sees the keys j <= i "
+                                          "(the past), not j >= i")):
+            if (variant == "right" or c.causal or variant not in ("no causal mask", "diagonal unmasked",
+                                                                   "mask transposed")) \
+                    and r.o_matches(variant, scale):
+                raise Failed(f"on {c.what}: {message}")
+        want = r.model()[0]
+        err = torch.linalg.vector_norm(r.o - want, dim=1) / torch.linalg.vector_norm(want, dim=1)
+        bad = err > 2e-3
+        where = ""
+        if c.S_Q % c.bm and torch.equal(bad, torch.arange(c.S_Q) >= c.S_Q // c.bm * c.bm):
+            where = " (the last, partial block of queries)"
+        if c.kind == "strided":
+            raise Failed(f"on {c.what}: wrong values in {_row_span(bad)}, though contiguous operands are right: "
+                          "every address comes from the strides (stride_qs, stride_qd, ...), never from HEAD_DIM "
+                          "or the lengths")
+        raise Failed(f"on {c.what}: {_row_span(bad)}{where} of O differ from softmax(sm_scale · Q Kᵀ) V (worst by "
+                      f"{err.max().item():.2g}, relative): check the loads' offsets and masks, the scores' scale "
+                      "and each rule of the update")
+    out, lse = r.model()
+    if not r.l_matches(lse):
+        m_nat = (r.q @ r.k.T * c.scale).masked_fill(
+            torch.arange(r.k.shape[0])[None, :] > torch.arange(c.S_Q)[:, None] if c.causal else
+            torch.zeros(c.S_Q, r.k.shape[0], dtype=torch.bool), -math.inf).max(1).values
+        for wrong, message in (
+                (lse * LOG2E, "L is in base 2: the log-sum-exp is a natural logarithm; m and l count powers of 2, "
+                              "so convert their log to base e"),
+                (lse - m_nat, "L leaves out the running maximum: l sums exp2(s - m), so log2(l) alone is the "
+                              "log-sum-exp minus m"),
+                ((lse - m_nat) * LOG2E, "L leaves out the running maximum, and is in base 2: l sums exp2(s - m)"),
+                (m_nat * LOG2E + (lse - m_nat), "L adds m in base 2 to a natural log: m counts powers of 2, so "
+                                                "convert it to base e too"),
+                (m_nat + (lse - m_nat) * LOG2E, "L adds log2(l) to a natural-log maximum: convert log2(l) to base "
+                                                "e too")):
+            if r.l_matches(wrong):
+                raise Failed(f"on {c.what}: O is right, L is not: {message}")
+        raise Failed(f"on {c.what}: O is right, L is not: L[i] is the natural log of Σ exp(sm_scale · q_i·k_j) "
+                      "over the keys row i sees, from the final m and l")
+
+
+def _which_stride(kernel, c: _Case) -> None:
+    """The strided case failed: find the operand whose strides are misused, one at a time."""
+    for name, layout in _STRIDED.items():
+        r = _launch(kernel, c, {name: layout})
+        try:
+            _diagnose_writes(r)
+            ok = torch.isfinite(r.o).all() and r.o_matches() and r.l_matches(r.model()[1])
+        except Failed:
+            ok = False
+        if not ok:
+            strides = {"Q": "stride_qs, stride_qd", "K": "stride_ks, stride_kd", "V": "stride_vs, stride_vd",
+                       "O": "stride_os, stride_od", "L": "stride_l"}[name]
+            raise Failed(f"on {c.what}: wrong when {name} is stored {layout} (its other operands contiguous): "
+                          f"address {name} with its own strides ({strides}), never with HEAD_DIM, the lengths or 1")
+
+
+def _skips_above_diagonal(kernel) -> bool:
+    """Whether the kernel leaves the key blocks past the diagonal unread: one block of 32 queries, 96 keys,
+    causal, the values of keys 32 on NaN (read and masked, they still poison P V with 0 x NaN)."""
+    c = _Case("", 32, 96, 32, 32, 16, True)
+    q, k, v = _flash_inputs(c)
+    v[32:] = math.nan
+    dev = runtime.DEVICE
+    o = torch.full((32, 32), _O_UNWRITTEN, dtype=torch.float16, device=dev)
+    lse = torch.full((32,), _L_UNWRITTEN, device=dev)
+    q, k, v = (t.to(dev) for t in (q, k, v))
+    try:
+        kernel[(1,)](q, k, v, o, lse, c.scale, 32, 96, *q.stride(), *k.stride(), *v.stride(), *o.stride(), 1,
+                     HEAD_DIM=32, BLOCK_M=32, BLOCK_N=16, CAUSAL=True)
+    except Exception:
+        return False
+    return bool(torch.isfinite(o.float()).all())
+
+
+@exercise("flash_forward", "Write the body of flash_forward above: one block of queries, the loop over the keys "
+                           "with the online softmax, the causal mask, the stores of O and L")
+def check_flash_forward(flash_forward) -> str:
+    """Check a ``@triton.jit`` kernel ``flash_forward(Q, K, V, O, L, sm_scale, S_Q, S_K, <strides>, HEAD_DIM,
+    BLOCK_M, BLOCK_N, CAUSAL)`` that computes one head's attention for BLOCK_M queries a program, and each
+    row's log-sum-exp: against float64 on one block, several blocks, ragged lengths, causal masks (lengths
+    equal and not), scores of ±thousands, all-negative shifted scores and non-unit strides on every
+    operand, head dims 16, 32 and 64, float16. The check launches it itself."""
+    require_jit("flash_forward", flash_forward, _FLASH_PARAMS, kind="kernel")
+    _refuse_borrowed("flash_forward", flash_forward, "flash_forward", "softmax_step")
+    for f, _, _ in _own_functions(flash_forward)[1:]:
+        from course.exercises.core import is_stub
+
+        if is_stub(f):
+            raise Failed(f"flash_forward calls {f.__name__}, which is still a stub: write it first (or load its "
+                          f"solution)")
+    _refuse_builtin_minmax("flash_forward", flash_forward, params_are_blocks=False)
+    for case in _CASES:
+        try:
+            r = _launch(flash_forward, case, _STRIDED if case.kind == "strided" else None)
+            _diagnose_writes(r)
+            if not torch.isfinite(r.o).all():
+                _diagnose_nan(flash_forward, r)
+            _diagnose_values(r)
+        except Failed:
+            if case.kind == "strided":
+                _which_stride(flash_forward, case)
+            raise
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        t, lse = torch.empty(128, 64, dtype=torch.float16), torch.empty(128)
+        compiles_for_a_gpu(flash_forward, t, t, t, t, lse, 0.125, 128, 128, 64, 1, 64, 1, 64, 1, 64, 1, 1,
+                           HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, CAUSAL=True)
+    skip = ("it skips the key blocks past the diagonal" if _skips_above_diagonal(flash_forward) else
+            "it reads the key blocks past the diagonal and masks them: right, though skipping them (as "
+            "attention.key_bounds does) saves about half the work")
+    return (f"O and L match float64 on {len(_CASES)} cases (one block to ragged lengths, causal, ±thousands, "
+            f"all-negative, non-unit strides, head dims 16 to 64); under the causal mask {skip}")

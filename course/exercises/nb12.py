@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
+import io
 import math
+import random
 import re
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+
+from course import runtime
+from course.exercises.core import (
+    Failed,
+    NotAttempted,
+    compiles_for_a_gpu,
+    exercise,
+    is_stub,
+    launches,
+    plural,
+    require_function,
+    require_jit,
+    user_error,
+)
+
+__all__ = ['check_mode_choice', 'check_feed_forward']
 
 
-from course.exercises.core import Failed, exercise, require_function, user_error
-
-__all__ = ['check_mode_choice']
-
+# --- mode_choice: which course.gemm mode for which shape ----------------------------------------------------
 
 _MODES = ("persistent", "streamk", "tail", "gluon")
+_PASS_GEOMEAN, _PASS_ROW = 0.99, 0.90  # of the best recorded mode's speed; within 3 % counts as the best
 
 
 @exercise("mode_choice", "Write choose_mode above: the course.gemm mode for an M x N x K bfloat16 product on an H100")
@@ -20,22 +44,19 @@ def check_mode_choice(choose_mode) -> str:
     on each of its bfloat16 rows (``tile``: the Triton kernel's ``(block_m, block_n)`` there), the mode
     chosen is scored by its recorded speed over the best recorded mode's (the persistent kernel's
     speed where the record has none for the mode: it does not apply there), within 3 % counting as a
-    tie. Passes at a geometric mean of at least 0.99 and at least 0.90 on every row."""
+    tie. Passes at a geometric mean of at least 0.99 and at least 0.90 on every row, for a rule that
+    neither calls course.gemm's own choice nor the reference, reads no record and names no shape, and
+    returns a mode for any shape."""
     from course import records
 
     require_function("choose_mode", choose_mode, ("M", "N", "K", "tile"))
+    _no_lookup(choose_mode)
     bench = records.load("gemm_h100-sxm")
     scored = []
     for r in (r for r in bench.rows if r["dtype"] == "bf16"):
         M, N, K = r["M"], r["N"], r["K"]
         tile = tuple(int(v) for v in re.match(r"(\d+)x(\d+)", r["config"]).groups())
-        try:
-            mode = choose_mode(M, N, K, tile)
-        except Exception as err:
-            raise user_error(f"choose_mode({M}, {N}, {K}, {tile})", err) from None
-        if mode not in _MODES:
-            raise Failed(f"choose_mode({M}, {N}, {K}, {tile}) returned {mode!r}: return one of "
-                          f"{', '.join(repr(m) for m in _MODES)}")
+        mode = _mode_of(choose_mode, M, N, K, tile)
         speed = r.get(f"{mode}_ratio") or r["persistent_ratio"]
         best_mode = max(_MODES, key=lambda m: r.get(f"{m}_ratio") or 0)
         score = speed / r[f"{best_mode}_ratio"]
@@ -51,18 +72,636 @@ def check_mode_choice(choose_mode) -> str:
         raise Failed(f"choose_mode returns {mode!r} for every shape: at {where} that runs at {score:.2f} of the best "
                       f"recorded mode. {why[0].upper() + why[1:]}")
     geomean = math.exp(sum(math.log(s[0]) for s in scored) / len(scored))
-    if score < 0.90:
+    if score < _PASS_ROW:
+        best = r[f"{best_mode}_ratio"]
         raise Failed(f"at {where} your {mode!r} runs at {speed:.2f}x cuBLAS's speed, the best mode, {best_mode!r}, "
-                      f"at {r[f'{best_mode}_ratio']:.2f}x (recorded): {score:.2f} of the best. Count that shape's tiles "
-                      "and waves for each kernel's tiles (an idle part of the last wave costs about 1 / waves of "
-                      "the run)")
-    if geomean < 0.99:
+                      f"at {best:.2f}x (recorded): {score:.2f} of the best. Count that shape's tiles and waves for "
+                      "each kernel's tiles (an idle part of the last wave costs about 1 / waves of the run)")
+    if geomean < _PASS_GEOMEAN:
         losses = ", ".join(f"{s[1]['name']} ({s[2]}: {s[0]:.2f})" for s in sorted(scored, key=lambda s: s[0])[:3])
         raise Failed(f"your choices reach {geomean:.3f} of the best recorded mode on average (geometric mean over "
-                      f"{len(scored)} shapes, within 3 % counted as a tie), under 0.99; the biggest losses: {losses}")
+                      f"{len(scored)} shapes, within 3 % counted as a tie), under {_PASS_GEOMEAN}; the biggest "
+                      f"losses: {losses}")
+    for M, N, K, tile in _shapes_beyond_the_record():  # a rule, not a fit: any product gets a mode
+        _mode_of(choose_mode, M, N, K, tile, beyond=True)
     hits = sum(s[0] == 1.0 for s in scored)
-    outside = "; ".join(f"{s[1]['name']}: {s[2]!r} at {s[0]:.2f} of {s[4]!r}" for s in sorted(scored, key=lambda s: s[0])
-                        if s[0] < 1.0)
+    outside = "; ".join(f"{s[1]['name']}: {s[2]!r} at {s[0]:.2f} of {s[4]!r}"
+                        for s in sorted(scored, key=lambda s: s[0]) if s[0] < 1.0)
     return (f"your choices reach {geomean:.3f} of the best recorded mode on average and at least {score:.2f} on every "
-            f"shape, within 3 % of the best on {hits} of {len(scored)}" + (f" (the others: {outside})" if outside else "")
-            + f". {bench.banner}")
+            f"shape, within 3 % of the best on {hits} of {len(scored)}"
+            + (f" (the others: {outside})" if outside else "") + f". {bench.banner}")
+
+
+def _shapes_beyond_the_record():
+    """Products the record does not hold, tiny to tall, with tiles a Triton kernel could run."""
+    fixed = [(1, 1, 1, (16, 16)), (1, 128256, 4096, (16, 128)), (7, 300, 5000, (16, 64)),
+             (100000, 64, 64, (128, 256)), (4096, 4096, 4096, (64, 64)), (2047, 3001, 129, (128, 128))]
+    rng = random.Random()  # fresh shapes every run: a rule must not depend on the record's sizes
+    tiles = [(16, 64), (16, 128), (64, 64), (64, 128), (128, 128), (128, 256), (256, 128)]
+    drawn = [(rng.randint(1, 20000), rng.randint(1, 30000), rng.randint(1, 30000), rng.choice(tiles))
+             for _ in range(20)]
+    return fixed + drawn
+
+
+def _mode_of(choose_mode, M, N, K, tile, beyond=False) -> str:
+    """``choose_mode(M, N, K, tile)``: one of the modes, from a rule that does not call course.gemm's own
+    choice, the reference or the record; else a ✗."""
+    call = f"choose_mode({M}, {N}, {K}, {tile})"
+    with _watching_calls(choose_mode) as seen:
+        try:
+            mode = choose_mode(M, N, K, tile)
+        except Exception as err:
+            if beyond:
+                raise Failed(f"{call}, a shape beyond the record, raised {type(err).__name__}: {err}. Your rule "
+                              "passes the record: make it work for any product (one token, a tiny or a huge "
+                              "dimension)") from None
+            raise user_error(call, err) from None
+    if seen:
+        raise Failed(f"choose_mode calls {seen[0]}: {_CALLED[seen[0]]}")
+    if not isinstance(mode, str):
+        raise Failed(f"{call} returned {type(mode).__name__} {mode!r}: return a mode's name, a str")
+    if mode == "auto":
+        raise Failed(f"{call} returned 'auto': that asks course.gemm to choose, and choosing is the exercise. "
+                      f"Return one of {', '.join(repr(m) for m in _MODES)}")
+    if mode not in _MODES:
+        raise Failed(f"{call} returned {mode!r}: return one of {', '.join(repr(m) for m in _MODES)}")
+    return str(mode)
+
+
+_CALLED = {
+    "gemm.choose_mode": "that is course.gemm's own choice: the exercise is to make it yourself, from the waves",
+    "gemm.gluon_tiles_for": "that is course.gemm's own test of where the Gluon tiles win: count the Gluon kernel's "
+                            "tiles and waves yourself (gluon_gemm.tile_choices and gluon_gemm.tiles)",
+    "the reference solution": "write your own rule (the solution is there for when you are stuck, not to be called)",
+    "records.load": "a rule that reads the record it is scored against fits that record, not the waves: decide "
+                    "from M, N, K and the tile",
+    "open()": "a rule that reads a file (the record?) fits what it reads, not the waves: decide from M, N, K and "
+              "the tile",
+}
+
+
+@contextlib.contextmanager
+def _watching_calls(yours):
+    """The names (keys of ``_CALLED``) of the forbidden functions called inside the block, at any depth
+    and under any alias (a profile hook sees code objects, not names), but ``yours`` itself (the
+    reference, checked as it is, passes)."""
+    from course import gemm_config, records, solutions
+
+    named = [(gemm_config.choose_mode, "gemm.choose_mode"), (gemm_config.gluon_tiles_for, "gemm.gluon_tiles_for"),
+             (solutions.choose_mode, "the reference solution"), (records.load, "records.load"),
+             (records.measured_or_recorded, "records.load")]
+    codes = {inspect.unwrap(f).__code__: name for f, name in named}  # unwrap: some are lru_cache'd
+    codes.pop(getattr(inspect.unwrap(yours), "__code__", None), None)
+    opens = (io.open, open)
+    seen: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call":
+            name = codes.get(frame.f_code)
+            if name and name not in seen:
+                seen.append(name)
+        elif event == "c_call" and any(arg is o for o in opens) and "open()" not in seen:
+            seen.append("open()")
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def _no_lookup(choose_mode) -> None:
+    """A ✗ for a rule that names shapes (``M == 1536``, ``M in (16, 64)``, ``table[M, N, K]``) or reads a
+    record held in a global: it fits the 47 rows it is scored on, not the waves."""
+    from course import records
+
+    fn = inspect.unwrap(choose_mode)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    globals_ = getattr(fn, "__globals__", {})
+
+    def names(c):
+        yield from c.co_names
+        for const in c.co_consts:
+            if inspect.iscode(const):
+                yield from names(const)
+
+    for name in dict.fromkeys(names(code)):
+        value = globals_.get(name)
+        if isinstance(value, records.Record) or (isinstance(value, list) and value and isinstance(value[0], dict)
+                                                 and "persistent_ratio" in value[0]):
+            raise Failed(f"choose_mode reads {name}, a record of the benchmark: a rule that looks at the figures "
+                          "it is scored against fits them, not the waves; decide from M, N, K and the tile")
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return
+    params = list(inspect.signature(fn).parameters)[:3]
+
+    def mentions(node, only_names=False):
+        if only_names:  # the parameter itself, or a tuple of them: not arithmetic on it
+            if isinstance(node, ast.Name):
+                return node.id in params
+            return isinstance(node, (ast.Tuple, ast.List)) and any(mentions(e, True) for e in node.elts)
+        return any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(node))
+
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1)
+
+    def sizes(node):  # a number other than 0 and 1, a collection of numbers, or a global one (M in SHAPES)
+        if isinstance(node, ast.Constant):
+            return number(node.value)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(sizes(e) for e in node.elts)
+        if isinstance(node, ast.Name) and node.id not in params:  # M == N compares two sizes: a fair rule
+            value = globals_.get(node.id)
+            return number(value) or isinstance(value, (set, frozenset, list, tuple, dict))
+        return False
+
+    for node in ast.walk(tree):
+        found = None
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for op, left, right in zip(node.ops, sides, sides[1:]):
+                if isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                    if (mentions(left, True) and sizes(right)) or (mentions(right, True) and sizes(left)
+                                                                   and not isinstance(op, (ast.In, ast.NotIn))):
+                        found = node
+        elif isinstance(node, ast.Subscript) and mentions(node.slice):
+            found = node
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and any(mentions(a) for a in node.args):
+            found = node
+        elif isinstance(node, ast.Match) and mentions(node.subject):
+            found = node.subject
+        if found is not None:
+            text = ast.get_source_segment(source, found) or "a comparison of the sizes"
+            raise Failed(f"choose_mode picks by exact sizes ({text.splitlines()[0][:60]}): a rule that names the "
+                          "record's shapes fits those rows, not the waves. Decide from the tile counts and how full "
+                          "the last wave is")
+
+
+# --- feed_forward: a transformer block's MLP, bias and GELU fused into the first GEMM ---------------------------
+
+_FFN_PARAMS = ("X", "W", "B", "H", "M", "N", "K", "stride_xm", "stride_xk", "stride_wn", "stride_wk", "stride_b",
+               "stride_hm", "stride_hn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_SMS", "EVEN_K")
+
+# The kernel's blocks in the check: non-square, at least 16 (tl.dot on a GPU), K's the smallest.
+_BM, _BN, _BK, _PROGRAMS = 16, 32, 16, 3
+
+# float32's unit roundoff times a few roundings: the GELU of an exact float32 pre-activation is that close
+# (tanh's form takes about ten operations). A constant of GELU's written with too few digits is not.
+_F32_TOL = 32 * torch.finfo(torch.float32).eps
+# float16's unit roundoff (2^-11) for rounding h, once more for rounding y, twice that for the products' sums
+_F16_TOL = 4 * 2.0 ** -11
+
+
+def _gelu64(x):
+    """GELU's tanh form in float64 (what the block uses)."""
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+@exercise("feed_forward", "Write ffn_up_kernel's body (H = gelu(X @ W.T + B) with the stages) and feed_forward above")
+def check_feed_forward(ffn_up_kernel, feed_forward) -> str:
+    """Check ``ffn_up_kernel`` (the signature of ``solutions.ffn_up_kernel``), ``H = gelu(X @ W.T + B)``
+    with bias and GELU (tanh form) in the epilogue, launched by the check with 16 x 32 x 16 tiles on 3
+    programs: one tile, whole tiles, ragged M, N and K, large pre-activations, every operand strided
+    (the output too), exact inputs so the result must be float32-exact; then ``feed_forward(x, w1, b1,
+    w2, b2)``, ``gelu(x @ w1.T + b1) @ w2.T + b2`` in float16, at one token, a ragged strided batch and a
+    random shape, against float64: exactly two kernels (the learner's, then a GEMM with its bias), no
+    torch arithmetic, no course helper that does it all."""
+    require_jit("ffn_up_kernel", ffn_up_kernel, _FFN_PARAMS, kind="kernel")
+    require_function("feed_forward", feed_forward, ("x", "w1", "b1", "w2", "b2"))
+    _not_the_course_kernel(ffn_up_kernel)
+    if is_stub(ffn_up_kernel):
+        raise NotAttempted("Write ffn_up_kernel's body above first (H = gelu(X @ W.T + B), bias and GELU in the "
+                           "epilogue, with the stages)")
+    cases = _kernel_cases()
+    for what, inputs in cases:
+        _run_kernel_case(ffn_up_kernel, what, *inputs)
+    _each_program_its_own_tiles(ffn_up_kernel)
+    if is_stub(feed_forward):
+        raise NotAttempted(f"ffn_up_kernel is right on all {len(cases)} cases. Now write feed_forward above: "
+                           "ffn_up_kernel for the first GEMM, a GEMM with its bias for the second")
+    shapes = _block_shapes()
+    for what, M, d, hidden, strided in shapes:
+        _run_block(ffn_up_kernel, feed_forward, what, M, d, hidden, strided)
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too (~10 s)
+        x = torch.empty(64, 64, dtype=torch.float16)
+        compiles_for_a_gpu(ffn_up_kernel, x, x, x[0], x, 64, 64, 64, 64, 1, 64, 1, 1, 64, 1, BLOCK_M=32, BLOCK_N=32,
+                            BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
+    return (f"ffn_up_kernel is float32-exact on {len(cases)} cases (ragged, strided, large pre-activations), and "
+            f"feed_forward matches float64 on {len(shapes)} shapes with two kernels each: yours, with bias and GELU "
+            "in its epilogue, and the second GEMM with its bias")
+
+
+def _not_the_course_kernel(kernel) -> None:
+    """A ✗ for a kernel that is, or calls, the course's fused linear layer or the reference solution."""
+    from course import epilogues, mlp, solutions
+
+    theirs = {id(epilogues.fused_linear_kernel): "the course's fused_linear_kernel (notebook 08)",
+              id(mlp.swiglu_kernel): "the course's swiglu_kernel (notebook 11)"}
+    if id(kernel) in theirs:
+        raise Failed(f"that is {theirs[id(kernel)]}: write your own kernel (exercises.solution('feed_forward') "
+                      "shows one when you are stuck)")
+    fn = getattr(kernel, "fn", kernel)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    theirs[id(solutions.ffn_up_kernel)] = "the reference solution's ffn_up_kernel"  # passed as is, it passes
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = _resolve(node.func, getattr(fn, "__globals__", {}))
+            if called is not None and id(called) in theirs:
+                raise Failed(f"ffn_up_kernel calls {theirs[id(called)]}: write the GEMM and its epilogue with the "
+                              "stages yourself")
+
+
+def _resolve(node, namespace):
+    """The object an expression ``a.b.c`` names in ``namespace`` (None if it names nothing there)."""
+    if isinstance(node, ast.Name):
+        return namespace.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, namespace)
+        return getattr(base, node.attr, None) if base is not None else None
+    return None
+
+
+def _exact(shape, scale, generator, low=-64, high=64):
+    """Random multiples of ``1 / scale`` in [low, high] / scale: exact in float16, their products and
+    sums (a few dozen) exact in float32, on the interpreter and on tensor cores alike, and too fine
+    for float16 (a sum rounded to 16 bits shows)."""
+    return torch.randint(low, high + 1, shape, generator=generator).to(torch.float16) / scale
+
+
+def _kernel_cases():
+    """(what, (x, w, b, h, buffer)) of each kernel case, smallest first."""
+    cases = []
+    dev = runtime.DEVICE
+    for what, M, N, K, kind in (("one tile (16 x 32 x 16)", 16, 32, 16, ""),
+                                ("whole tiles, two per program (48 x 64 x 32)", 48, 64, 32, ""),
+                                ("ragged M, N and K (37 x 45 x 40)", 37, 45, 40, ""),
+                                ("large pre-activations (|x W^T + b| up to 60, 16 x 32 x 16)", 16, 32, 16, "large"),
+                                ("every operand strided: X column-major, W's rows 2K apart, B every 3rd element, "
+                                 "H column-major (33 x 40 x 24)", 33, 40, 24, "strided")):
+        g = torch.Generator().manual_seed(M * 1009 + N * 31 + K)
+        x, w, b = _exact((M, K), 64, g), _exact((N, K), 128, g), _exact((N,), 8, g, -16, 16)
+        if kind == "large":
+            b[0::4], b[1::4] = 40.0, -40.0  # x W^T within +-16 of it
+            x = _exact((M, K), 32, g)
+        x, w, b = x.to(dev), w.to(dev), b.to(dev)
+        buffer = torch.full((M * N + 2 * (M + N + K) * 16,), float("nan"), device=dev)
+        h = buffer[:M * N].view(M, N)  # the rest of the buffer catches stores past H
+        if kind == "strided":  # between the elements: other values, which a wrong stride reads instead
+            x = x.T.contiguous().T
+            w = torch.cat([w, torch.full_like(w, 3.0)], dim=1)[:, :K]
+            b = torch.stack([b, torch.full_like(b, -5.0), torch.full_like(b, 7.0)], dim=1).view(-1)[::3]
+            h = buffer[:M * N].view(N, M).T
+        cases.append((what, (x, w, b, h, buffer)))
+    return cases
+
+
+def _launch_up(kernel, x, w, b, h, programs=_PROGRAMS, grid=None):
+    M, K = x.shape
+    N = w.shape[0]
+    kernel[(grid or programs,)](x, w, b, h, M, N, K, *x.stride(), *w.stride(), b.stride(0), *h.stride(),
+                                BLOCK_M=_BM, BLOCK_N=_BN, BLOCK_K=_BK, NUM_SMS=programs, EVEN_K=K % _BK == 0,
+                                num_warps=4, num_stages=2)
+
+
+def _within(out, ref, tol) -> bool:
+    """Every element within ``tol`` of the reference, relative to its size (to 1 where it is smaller)."""
+    out = out.detach().double().cpu()
+    if out.shape != ref.shape or not torch.isfinite(out).all():
+        return False
+    return bool(((out - ref).abs() <= tol * ref.abs().clamp(min=1.0)).all())
+
+
+def _run_kernel_case(kernel, what, x, w, b, h, buffer) -> None:
+    M, K = x.shape
+    N = w.shape[0]
+    try:
+        _launch_up(kernel, x, w, b, h)
+    except Exception as err:
+        raise user_error(f"on {what}, your kernel", err) from None
+    if not torch.isnan(buffer[M * N:]).all():
+        raise Failed(f"on {what}: the kernel stored past the end of H: H's output view is M x N (M rows, N columns) "
+                      "with H's strides, stride_hm and stride_hn")
+    xd, wd, bd = x.double().cpu(), w.double().cpu(), b.double().cpu()
+    pre = xd @ wd.T + bd
+    ref = _gelu64(pre)
+    out = h.double().cpu()
+    missing = torch.isnan(out) & ~torch.isnan(ref)
+    if missing.all():
+        raise Failed(f"on {what}: nothing was stored into H: for every tile of the schedule, reduce it over K, "
+                      "apply the epilogue and store it through an output view of H")
+    if missing.any() and not (torch.isnan(out) & (pre.abs() > 10)).any():
+        _diagnose_holes(what, missing)
+    if not torch.isfinite(out).all():
+        large = ~torch.isfinite(out) & (pre.abs() > 10)
+        if large.any():
+            raise Failed(f"on {what}: NaN or inf where x W^T + b is large (|.| > 10): your tanh overflows (exp of a "
+                          "large number is inf, and inf / inf is NaN). Compute it from exp(-2|u|), which stays in "
+                          "(0, 1] (notebook 08's stable_tanh)")
+        raise Failed(f"on {what}: H holds NaN or inf where the right answer is finite: mask the loads of the last, "
+                      "partial tiles (other=0), and check what each view reads")
+    if _within(out, ref, _F32_TOL):
+        return
+    _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out)
+
+
+def _diagnose_holes(what, missing) -> None:
+    """A ✗ for elements of H never stored: whole tiles (one per program: no loop over the program's tiles),
+    or parts of tiles (the sizes given to the schedule or the output view)."""
+    M, N = missing.shape
+    tiles_m, tiles_n = -(-M // _BM), -(-N // _BN)
+
+    def per_tile(pad):  # each tile's elements in a row, the part past H's edge filled with ``pad``
+        padded = torch.full((tiles_m * _BM, tiles_n * _BN), pad, dtype=torch.bool)
+        padded[:M, :N] = missing
+        return padded.view(tiles_m, _BM, tiles_n, _BN).permute(0, 2, 1, 3).reshape(tiles_m * tiles_n, -1)
+
+    empty, stored = per_tile(True).all(dim=1), ~per_tile(False).any(dim=1)
+    if bool((empty | stored).all()) and int(stored.sum()) <= _PROGRAMS < tiles_m * tiles_n:
+        raise Failed(f"on {what}: only {plural(int(stored.sum()), 'tile')} of {tiles_m * tiles_n} were stored, at most "
+                      f"one per program (the check runs {_PROGRAMS}): each program loops over every tile that "
+                      "ScheduleContext.persistent_tile_range gives it")
+    rows, cols = missing.all(dim=1), missing.all(dim=0)
+    if rows.any() and torch.equal(missing, rows[:, None].expand_as(missing)) or \
+            cols.any() and torch.equal(missing, cols[None, :].expand_as(missing)):
+        raise Failed(f"on {what}: whole rows or columns of H were never stored: check the sizes you give "
+                      "ScheduleContext and the output view (M rows, N columns, K the shared dimension)")
+    raise Failed(f"on {what}: {int(missing.sum())} of {M * N} elements of H were never stored: take every tile that "
+                  f"ScheduleContext.persistent_tile_range gives this program (the check runs "
+                  f"{plural(_PROGRAMS, 'program')}) and store all of it")
+
+
+def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
+    """The first mistake that explains H, or a ✗ that says where to look."""
+    M, K = x.shape
+    N = w.shape[0]
+    f = torch.nn.functional
+    candidates = [
+        (lambda: f.gelu(pre), "that is GELU's erf form: the block uses the tanh approximation (notebook 08), "
+                              "0.5 x (1 + tanh(...)), in float32"),
+        (lambda: pre, "the GELU is missing: apply it to the tile after adding the bias, before the store"),
+        (lambda: torch.relu(pre), "that is a ReLU: the block's activation is GELU (the tanh form of notebook 08)"),
+        (lambda: f.silu(pre), "that is SiLU: the block's activation is GELU (the tanh form of notebook 08)"),
+        (lambda: _gelu64(pre - bd), "the bias is missing: add B (one value per column of H) to the accumulator "
+                                    "before the GELU"),
+        (lambda: _gelu64(pre - bd) + bd, "the bias is added after the GELU: add it first, then apply GELU to the "
+                                         "sum (OutputView.store(..., bias=...) adds it after what you pass it)"),
+        (lambda: _gelu64(xd @ wd.T + bd[:M, None]) if M <= N else None,
+         "the bias goes down the rows: B has one value per column of H (per hidden unit), broadcast over the rows"),
+        (lambda: _gelu64(pre.half().double()), "the pre-activation is rounded to 16 bits before the GELU: keep the "
+                                               "accumulator in float32 through the epilogue"),
+        (lambda: _gelu64(pre).float().half().double(), "H is rounded to 16 bits although it is float32: let the "
+                                                        "output view convert the float32 tile to H's dtype"),
+    ]
+    wrong_w = _strided_as(w, (K, N))
+    if wrong_w is not None:
+        candidates.append((lambda: _gelu64(xd @ wrong_w + bd),
+                           "B = W.T walks W with its strides the wrong way round: element (k, n) of W.T is W[n, k], "
+                           "so its row stride is stride_wk and its column stride stride_wn"))
+    truncated = (K // _BK) * _BK
+    if K % _BK:
+        candidates.append((lambda: _gelu64(xd[:, :truncated] @ wd[:, :truncated].T + bd),
+                           "the last, partial step of K is missing or zero: tell GemmContext whether K is a multiple "
+                           "of BLOCK_K (even_k=EVEN_K)"))
+    if b.stride(0) != 1:
+        flat = _strided_as(b, (N,), (1,))
+        if flat is not None:
+            candidates.append((lambda: _gelu64(xd @ wd.T + flat),
+                               "B is read with stride 1: give the bias view its stride, stride_b"))
+    for compute, message in candidates:
+        alt = compute()
+        if alt is not None and not _within(alt, ref, _F32_TOL) and _within(out, alt, 2 * _F32_TOL):
+            raise Failed(f"on {what}: {message}")
+    if _within(out, ref, 2.0 ** -9):
+        raise Failed(f"on {what}: right to about three digits, where float32 allows six: is one of GELU's constants "
+                      "short of digits (write them in full), or a step computed in 16 bits?")
+    if "strided" in what:  # right on every contiguous case before it
+        raise Failed(f"on {what}: wrong values, where the contiguous cases were right: build each view from the "
+                      "stride arguments you are given (stride_xm, stride_xk, stride_wn, stride_wk, stride_b, "
+                      "stride_hm, stride_hn), not from the sizes and 1")
+    raise Failed(f"on {what}: wrong values. X is M x K, B = W.T is K x N (W is N x K), H is M x N; bias, then GELU, "
+                  "in float32, then the store: check each view's sizes and strides")
+
+
+def _strided_as(t, shape, strides=None):
+    """``t``'s own memory read as ``shape`` with ``strides`` (default: t's own, in its order), as a
+    kernel with its strides mixed up would; None if that reaches past t's memory."""
+    strides = strides or t.stride()
+    try:
+        return torch.as_strided(t, shape, strides).double().cpu()
+    except RuntimeError:
+        return None
+
+
+def _each_program_its_own_tiles(kernel) -> None:
+    """One program of NUM_SMS = 3 launched: only its own tiles (ids 0 and 3 of 2 x 2) may be written."""
+    M, N, K = 2 * _BM, 2 * _BN, _BK
+    g = torch.Generator().manual_seed(7)
+    dev = runtime.DEVICE
+    x, w, b = _exact((M, K), 64, g).to(dev), _exact((N, K), 128, g).to(dev), _exact((N,), 8, g, -16, 16).to(dev)
+    h = torch.full((M, N), float("nan"), device=dev)
+    try:
+        _launch_up(kernel, x, w, b, h, grid=1)
+    except Exception as err:
+        raise user_error("on one program of 3, your kernel", err) from None
+    written = (~torch.isnan(h)).cpu().view(2, _BM, 2, _BN).all(dim=3).all(dim=1).flatten().tolist()
+    if sum(written) > 2:
+        raise Failed("right, but each program computes tiles that belong to other programs: with NUM_SMS programs, "
+                      "program pid takes only the tile ids of persistent_tile_range (pid, pid + NUM_SMS, ...), with "
+                      "NUM_SMS given to GemmContext")
+
+
+def _block_shapes():
+    """(what, M, d, hidden, strided) of each feed_forward case, smallest first; the last one random."""
+    rng = random.Random()
+    M, d, hidden = rng.randint(2, 24), rng.randint(16, 48), rng.randint(16, 64)
+    return [("one token (M = 1, d = 24, hidden = 48)", 1, 24, 48, False),
+            ("a ragged batch, every input strided (M = 21, d = 40, hidden = 56)", 21, 40, 56, True),
+            (f"a random shape (M = {M}, d = {d}, hidden = {hidden})", M, d, hidden, False)]
+
+
+# torch calls a host function may make: sizes, strides, views, empty outputs. Anything else that makes new
+# values (or changes them in place) is a pass over memory the block should not need.
+_ALLOCATE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+             "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "new_ones"}
+_IN_PLACE_OK = {"zero_", "fill_"}
+_PRODUCTS = {"matmul", "mm", "bmm", "addmm", "addmv", "mv", "linear", "einsum", "__matmul__", "__rmatmul__",
+             "baddbmm", "addbmm", "dot", "tensordot", "inner", "outer", "chain_matmul"}
+_COPIES = {"contiguous", "clone", "copy_", "to", "float", "half", "bfloat16", "double", "type", "reshape",
+           "flatten", "cpu", "cuda"}
+_INTERNAL = ("gemm", "gemm_config", "gemm_inputs", "gemm_layout", "gemm_kernel", "launcher", "gluon_gemm", "stages",
+             "runtime", "check", "records")
+
+
+def _torch_name(name: str) -> str:
+    return f"torch's {name}"
+
+
+class _TorchSpy(torch.overrides.TorchFunctionMode):
+    """Records the torch functions called from the learner's code (not from torch, Triton or course.gemm's
+    internals) that compute new values: ``(name, kind)`` with kind "product", "copy" or "arithmetic"."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, str]] = []
+        import triton
+
+        self._skip = (str(Path(torch.__file__).parent), str(Path(triton.__file__).parent),
+                      *(str(Path(__file__).parents[1] / f"{m}.py") for m in _INTERNAL),
+                      str(Path(__file__).parent))
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", str(func))
+        if name in ("__get__", "__set__") or not self._from_learner():
+            return result
+        if name in _PRODUCTS:
+            self.calls.append((name, "product"))
+        elif name in _ALLOCATE or name in _IN_PLACE_OK:
+            pass
+        elif name.endswith("_") or (name.startswith("__i") and name not in ("__index__", "__int__", "__iter__")):
+            self.calls.append((name, "copy" if name == "copy_" else "in place"))
+        elif isinstance(result, torch.Tensor) and not self._shares_memory(result, args, kwargs):
+            self.calls.append((name, "copy" if name in _COPIES else "arithmetic"))
+        return result
+
+    def _from_learner(self) -> bool:
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(self._skip[0]):
+            frame = frame.f_back
+        return frame is not None and not frame.f_code.co_filename.startswith(self._skip[1:])
+
+    @staticmethod
+    def _shares_memory(result, args, kwargs) -> bool:
+        inputs = [t for t in (*args, *(kwargs or {}).values()) if isinstance(t, torch.Tensor)]
+        try:
+            ptr = result.untyped_storage().data_ptr()
+            return any(t.untyped_storage().data_ptr() == ptr for t in inputs)
+        except (RuntimeError, NotImplementedError):
+            return True
+
+
+def _block_inputs(M, d, hidden, strided):
+    """x, w1, b1, w2, b2 in float16 (weights as nn.Linear keeps them); strided: x column-major, w1's rows
+    2d apart, b1 and b2 every 2nd and 3rd element, w2 stored as its transpose."""
+    g = torch.Generator().manual_seed(M * 7919 + d * 31 + hidden)
+    x, w1, b1 = torch.randn(M, d, generator=g), torch.randn(hidden, d, generator=g) / d ** 0.5, torch.randn(
+        hidden, generator=g)
+    w2, b2 = torch.randn(d, hidden, generator=g) / hidden ** 0.5, torch.randn(d, generator=g)
+    x, w1, b1, w2, b2 = (t.to(runtime.DEVICE, torch.float16) for t in (x, w1, b1, w2, b2))
+    if strided:
+        x = x.T.contiguous().T
+        w1 = torch.cat([w1, w1], dim=1)[:, :d]
+        b1 = torch.stack([b1, b1], dim=1).view(-1)[::2]
+        w2 = w2.T.contiguous().T
+        b2 = torch.stack([b2, b2, b2], dim=1).view(-1)[::3]
+    return x, w1, b1, w2, b2
+
+
+# (module, name) of the course's kernels that do a feed-forward's work for it
+_COURSE_KERNELS = {("course.epilogues", "fused_linear_kernel"): "the course's fused_linear_kernel (epilogues.linear, "
+                                                                "mlp.mlp)",
+                   ("course.mlp", "swiglu_kernel"): "the course's swiglu_kernel (mlp.swiglu)",
+                   ("course.epilogues", "_apply_kernel"): "the course's elementwise kernel (epilogues.apply)",
+                   ("course.solutions", "ffn_up_kernel"): "the reference solution's ffn_up_kernel"}
+
+
+def _run_block(kernel, feed_forward, what, M, d, hidden, strided) -> None:
+    from course import epilogues
+
+    x, w1, b1, w2, b2 = inputs = _block_inputs(M, d, hidden, strided)
+    kept = [t.clone() for t in inputs]
+    spy = _TorchSpy()
+    with launches() as seen, spy:
+        try:
+            y = feed_forward(*inputs)
+        except Exception as err:
+            raise user_error(f"on {what}, feed_forward", err) from None
+    names = [n for n, _ in seen.kernels]
+    for i, (k, _) in enumerate(seen.launched):
+        theirs = _COURSE_KERNELS.get((getattr(getattr(k, "fn", k), "__module__", ""), names[i]))
+        if theirs and k is not kernel and not (i == 1 and k is epilogues.fused_linear_kernel):  # a GEMM + bias: fine
+            raise Failed(f"on {what}: feed_forward runs {theirs}: the first GEMM and its epilogue are your "
+                          "ffn_up_kernel's to do")
+    products = [n for n, kind in spy.calls if kind == "product"]
+    if products:
+        raise Failed(f"on {what}: feed_forward multiplies with torch ({_torch_name(products[0])}): both GEMMs run "
+                      "as Triton kernels, ffn_up_kernel for the first and course.gemm.matmul (or a kernel of yours) "
+                      "for the second")
+    others = [(n, kind) for n, kind in spy.calls if kind != "product"]
+    if others:
+        name, kind = others[0]
+        if kind == "in place":
+            raise Failed(f"on {what}: feed_forward changes a tensor in place with torch ({_torch_name(name)}): a pass "
+                          "over memory of its own. Leave the inputs as they are; bias and GELU belong in "
+                          "ffn_up_kernel's epilogue, and b2 in the second GEMM's (bias=)")
+        if kind == "copy":
+            raise Failed(f"on {what}: feed_forward copies or converts a tensor with torch ({_torch_name(name)}) on "
+                          "every call: the kernels read any strides (pass views such as w2.T as they are), and h is "
+                          "yours to allocate in x's dtype")
+        raise Failed(f"on {what}: feed_forward computes with torch ({_torch_name(name)}): a separate pass over the "
+                      "activations. Bias and GELU belong in ffn_up_kernel's epilogue, and b2 in the second GEMM's "
+                      "(bias=)")
+    if not seen.launched:
+        raise Failed(f"on {what}: no Triton kernel ran: launch ffn_up_kernel for the first GEMM")
+    if len(seen.launched) > 2:
+        raise Failed(f"on {what}: {len(seen.launched)} kernels ran ({', '.join(names)}): a block's MLP needs two, one "
+                      "GEMM each, with the bias (and the GELU) in its epilogue; anything more is a pass over the "
+                      "activations that fusion removes")
+    if seen.launched[0][0] is not kernel:
+        raise Failed(f"on {what}: the first kernel that ran was {names[0]}, not the ffn_up_kernel you passed the "
+                      "check: launch that one for x @ w1.T with its epilogue")
+    if len(seen.launched) == 1:
+        raise Failed(f"on {what}: only ffn_up_kernel ran: the second GEMM, h @ w2.T + b2, is missing (course.gemm"
+                      ".matmul with bias=b2)")
+    if any(not torch.equal(t, k) for t, k in zip(inputs, kept)):
+        raise Failed(f"on {what}: feed_forward changed its inputs: leave x, the weights and the biases as they are")
+    if not isinstance(y, torch.Tensor):
+        raise Failed(f"on {what}: feed_forward returned {type(y).__name__}: return y, the (M, d) tensor of the "
+                      "second GEMM")
+    if tuple(y.shape) != (M, d):
+        hint = " (the hidden activations h: return the second GEMM's result)" if tuple(y.shape) == (M, hidden) else ""
+        raise Failed(f"on {what}: feed_forward returned a {' x '.join(map(str, y.shape))} tensor, not M x d = {M} x "
+                      f"{d}{hint}")
+    if y.dtype != x.dtype:
+        raise Failed(f"on {what}: y is {str(y.dtype).replace('torch.', '')}: return it in x's dtype "
+                      f"({str(x.dtype).replace('torch.', '')}), as nn.Linear does")
+    xd, w1d, b1d, w2d, b2d = (t.double().cpu() for t in inputs)
+    hd = _gelu64(xd @ w1d.T + b1d)
+    ref = hd @ w2d.T + b2d
+    out = y.detach().double().cpu()
+    if torch.isnan(out).any():
+        raise Failed(f"on {what}: y holds NaN: was every element of h (M x hidden) written before the second GEMM "
+                      "read it? (N is the hidden size, K the width d, in the kernel's arguments)")
+    if _normwise(out, ref) <= _F16_TOL:
+        return
+    if _normwise(out, ref - b2d) <= _F16_TOL:
+        raise Failed(f"on {what}: y misses the second bias, b2: give it to the second GEMM (bias=b2), which adds "
+                      "it in its epilogue")
+    if _normwise(out, _gelu64(ref)) <= _F16_TOL:
+        raise Failed(f"on {what}: GELU was applied to y too: the block's second GEMM adds only its bias")
+    if _normwise(out, (xd @ w1d.T + b1d) @ w2d.T + b2d) <= _F16_TOL:
+        raise Failed(f"on {what}: no GELU between the GEMMs: the first GEMM's epilogue adds b1 and applies GELU")
+    for block_k in (16, 32, 64, 128, 256):  # compiled, a wrong EVEN_K drops the ragged K step without a word
+        kept = d // block_k * block_k
+        if kept < d and _normwise(out, _gelu64(xd[:, :kept] @ w1d[:, :kept].T + b1d) @ w2d.T + b2d) <= _F16_TOL:
+            raise Failed(f"on {what}: the first GEMM dropped the last, partial step of K (d = {d} is no multiple of "
+                          "your BLOCK_K): launch ffn_up_kernel with EVEN_K = d % BLOCK_K == 0")
+    raise Failed(f"on {what}: y is wrong, where ffn_up_kernel passed on its own: check feed_forward's launch (x's and "
+                  "w1's strides in the kernel's order, stride_xm, stride_xk, stride_wn, stride_wk; N is the hidden "
+                  "size and K the width d; EVEN_K from your BLOCK_K) and the second GEMM (h @ w2.T + b2)")
+
+
+def _normwise(out, ref) -> float:
+    if out.shape != ref.shape:
+        return math.inf
+    return float((out - ref).norm() / ref.norm().clamp(min=1e-30))

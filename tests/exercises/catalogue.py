@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -86,8 +87,11 @@ def check_in_child(check: str, source: str, argument: str, *, time_limit_s: int 
         print("@@VERDICT@@" + json.dumps(dict(status=v.status, message=v.message)))
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s,
-                          cwd=ROOT, env=env)
+    with tempfile.TemporaryDirectory() as folder:  # a file, not -c: compiled Triton reads a kernel's source
+        path = Path(folder) / "learner_cell.py"
+        path.write_text(script)
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout_s,
+                              cwd=ROOT, env=env)
     out = proc.stdout + proc.stderr
     verdict = next((json.loads(line.split("@@VERDICT@@", 1)[1]) for line in proc.stdout.splitlines()
                     if "@@VERDICT@@" in line), None)

@@ -162,7 +162,7 @@ AXPY_CRASHES = {  # label: (x's offsets, the store, words of the ✗ line)
     "a store before the start": ("offsets", "tl.store(out_ptr - offsets * 64 - 1, alpha * x + y, mask=mask)",
                                  "writes outside every tensor"),
     "a store far past the end": ("offsets", "tl.store(out_ptr + offsets + 10**9, alpha * x + y, mask=mask)",
-                                 "past the end of out_ptr's memory"),
+                                 "past the end of the nearest tensor, out_ptr"),
     "a loop that never ends": ("offsets", "while n > 0:\n        n = n * 1\n    tl.store(out_ptr + offsets, x, mask=mask)",
                                "gave up after"),
 }

@@ -1,13 +1,22 @@
 """The catalogue of notebook 05's exercises: the reference passes, each typical wrong answer gets its own message
 (without the answer), correct alternatives pass, and no check crashes."""
 
+import functools
+import math
 
-from course import exercises, solutions
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
 
-from catalogue import assert_wrong_answers_named, quiet
+from course import exercises, runtime, solutions, tiled
+from course.tiled import waves  # a global of that name: answers whose own variable is called waves still pass
+
+from catalogue import assert_survives, assert_wrong_answers_named, quiet, stub
 
 
-# --- 05: waves ----------------------------------------------------------------------------------------
+# --- 05 · exercise 1: waves ---------------------------------------------------------------------------
 
 def _waves(tiles=None, waves=None, idle=None):
     """A wave_count that gets one step wrong (the others as the reference does them)."""
@@ -18,18 +27,287 @@ def _waves(tiles=None, waves=None, idle=None):
     return wave_count
 
 
+def calls_tiled_waves(M, N, block_m, block_n, sms):
+    w = tiled.waves(M, N, block_m, block_n, sms)
+    return w["tiles"], w["waves"], w["idle in the last wave"]
+
+
+def calls_waves_by_name(M, N, block_m, block_n, sms):
+    counted = waves(M, N, block_m, block_n, sms)
+    return counted["tiles"], counted["waves"], counted["idle in the last wave"]
+
+
+def calls_the_solution(M, N, block_m, block_n, sms):
+    return solutions.wave_count(M, N, block_m, block_n, sms)
+
+
+def swapped_tuple(M, N, block_m, block_n, sms):
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+    waves = math.ceil(tiles / sms)
+    return waves, tiles, waves * sms - tiles
+
+
+def forgets_return(M, N, block_m, block_n, sms):
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)  # noqa: F841
+
+
+def as_a_dict(M, N, block_m, block_n, sms):
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+    return {"tiles": tiles, "waves": math.ceil(tiles / sms), "idle": (-tiles) % sms}
+
+
 WAVES_WRONG = {
+    "calls tiled.waves": (calls_tiled_waves, "calls the course's tiled.waves"),
+    "calls waves imported by name": (calls_waves_by_name, "calls the course's tiled.waves"),
+    "calls the solution": (calls_the_solution, "calls the solution"),
+    "a swapped tuple": (swapped_tuple, "the right numbers in another order"),
     "tiles rounded down": (_waves(tiles=lambda M, N, bm, bn: (M // bm) * (N // bn)), "round up"),
     "tiles as a fraction": (_waves(tiles=lambda M, N, bm, bn: M * N / (bm * bn)), "whole numbers"),
     "waves rounded down": (_waves(waves=lambda t, sms: t // sms), "takes a whole wave's time"),
     "idle when full": (_waves(idle=lambda t, sms: sms - t % sms), "no SM is idle"),
-    "busy instead of idle": (_waves(idle=lambda t, sms: t % sms), "the rest of the SMs wait"),
+    "busy instead of idle": (_waves(idle=lambda t, sms: t % sms), "the SMs busy in the last wave"),
     "two numbers": (lambda M, N, bm, bn, sms: (1, 2), "return three numbers"),
     "the area rounded up": (_waves(tiles=lambda M, N, bm, bn: -(-(M * N) // (bm * bn))), "whole area is not enough"),
     "one wave too many": (_waves(waves=lambda t, sms: t // sms + 1), "no extra wave"),
+    "block_m for both": (_waves(tiles=lambda M, N, bm, bn: -(-M // bm) * -(-N // bm)), "along N (with block_n)"),
+    "the waves' idle fraction": (_waves(idle=lambda t, sms: 1 - t / (-(-t // sms) * sms)), "the rest of the SMs"),
+    "no return": (forgets_return, "returned None"),
+    "a dict": (as_a_dict, "return three numbers"),
+    "a string": (lambda M, N, bm, bn, sms: "4, 1, 0", "return three numbers"),
+    "wrong signature": (lambda M, N, block, sms: (0, 0, 0), "must take 5 arguments"),
+    "raises": (_waves(tiles=lambda M, N, bm, bn: math.ceil(M / bm) * math.ceil(N / bn) + [][0]), "IndexError"),
 }
 
 
-def test_wave_count_reference_and_wrong_answers():
+def test_wave_count_reference_passes_and_the_stub_is_not_attempted():
     assert quiet(exercises.check_wave_count, solutions.wave_count).passed
-    assert_wrong_answers_named(exercises.check_wave_count, WAVES_WRONG)
+    assert quiet(exercises.check_wave_count, stub).status == "not attempted"
+
+
+def test_wave_count_each_wrong_answer_gets_its_own_message():
+    assert_wrong_answers_named(exercises.check_wave_count, WAVES_WRONG,
+                               same_mistake=("calls tiled.waves", "calls waves imported by name"))
+
+
+def with_math_ceil(M, N, block_m, block_n, sms):  # its variable waves is not the global tiled.waves
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+    waves = math.ceil(tiles / sms)
+    return tiles, waves, waves * sms - tiles
+
+
+def with_numpy(M, N, block_m, block_n, sms):
+    tiles = int(np.ceil(M / block_m) * np.ceil(N / block_n))
+    return [tiles, -(-tiles // sms), (-tiles) % sms]
+
+
+def test_wave_count_correct_alternatives_pass():
+    for answer in (with_math_ceil, with_numpy):
+        assert quiet(exercises.check_wave_count, answer).passed, answer.__name__
+
+
+# --- 05 · exercise 2: the configurations worth timing --------------------------------------------------
+
+def _pruner(*, element=lambda a, c: a.element_size(), shared=None, fits=lambda need, limit: need <= limit,
+            tiles=None, fill=None, fills=lambda value, least: value >= least,
+            fallback=lambda given, fit, full: full or fit):
+    """A prune_configs that gets one step wrong (the others as the reference does them)."""
+    def prune_configs(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+        size = element(named_args["a_ptr"], named_args["c_ptr"])
+        M, N = named_args["M"], named_args["N"]
+        fit, full = [], []
+        for config in configs:
+            bm, bn, bk = (config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+            need = (shared(config, size) if shared else config.num_stages * (bm * bk + bk * bn) * size)
+            t = tiles(M, N, bm, bn) if tiles else -(-M // bm) * -(-N // bn)
+            f = fill(t, sms) if fill else t / (-(-t // sms) * sms)
+            if fits(need, shared_limit):
+                fit.append(config)
+                if fills(f, min_fill):
+                    full.append(config)
+        return fallback(list(configs), fit, full)
+    return prune_configs
+
+
+def _blocks(config):
+    return tuple(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+
+
+def removes_from_the_list(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    for config in list(configs):
+        bm, bn, bk = _blocks(config)
+        if config.num_stages * (bm * bk + bk * bn) * named_args["a_ptr"].element_size() > shared_limit:
+            configs.remove(config)
+    return configs
+
+
+def a_generator(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return (c for c in configs if c.num_stages * sum(_blocks(c)) <= shared_limit)
+
+
+def the_kwargs(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c.kwargs for c in configs]
+
+
+def one_stage_less(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages - 1) for c in configs]
+
+
+def twice(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return list(configs) + list(configs[:1])
+
+
+def stages_from_kwargs(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c for c in configs if c.kwargs["num_stages"] * c.kwargs["BLOCK_K"] < shared_limit]
+
+
+def blocks_as_attributes(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c for c in configs if c.BLOCK_M * c.BLOCK_K < shared_limit]
+
+
+def lower_case_names(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK_M"] <= named_args["m"]]
+
+
+def other_names(configs, named_args, limit, sm_count, fill, **kwargs):
+    return list(configs)
+
+
+def no_kwargs(configs, named_args, shared_limit, sms, min_fill):
+    return list(configs)
+
+
+def calls_shared_bytes(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages) <= shared_limit]
+
+
+def calls_waves(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return [c for c in configs if tiled.waves(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)["efficiency"]
+            >= min_fill]
+
+
+def calls_the_prune_solution(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return solutions.prune_configs(configs, named_args, shared_limit, sms, min_fill)
+
+
+PRUNE_WRONG = {  # label: (prune_configs, words its message must contain)
+    "shared memory ignored": (_pruner(fits=lambda need, limit: True), "whatever shared memory they need"),
+    "one stage only": (_pruner(shared=lambda c, size: (lambda bm, bn, bk: (bm * bk + bk * bn) * size)(*_blocks(c))),
+                       "counts one stage only"),
+    "num_warps for stages": (_pruner(shared=lambda c, size: (lambda bm, bn, bk: c.num_warps * (bm * bk + bk * bn)
+                                                              * size)(*_blocks(c))), "counts num_warps copies"),
+    "elements, not bytes": (_pruner(element=lambda a, c: 1), "counts elements, not bytes"),
+    "C's element size": (_pruner(element=lambda a, c: c.element_size()), "the element size is C's"),
+    "two bytes always": (_pruner(element=lambda a, c: 2), "every dtype counts as 2 bytes"),
+    "a BLOCK_M x BLOCK_N tile": (_pruner(shared=lambda c, size: c.num_stages * _blocks(c)[0] * _blocks(c)[1] * size),
+                                 "counts a BLOCK_M x BLOCK_N tile"),
+    "strictly below the limit": (_pruner(fits=lambda need, limit: need < limit), "exactly shared_limit fits"),
+    "the waves ignored": (_pruner(fills=lambda value, least: True), "less than min_fill full"),
+    "tiles over SMs": (_pruner(fill=lambda t, sms: t / sms), "without counting waves"),
+    "the last wave's fill": (_pruner(fill=lambda t, sms: (t - (-(-t // sms) - 1) * sms) / sms),
+                             "that of the last wave alone"),
+    "tiles rounded down": (_pruner(tiles=lambda M, N, bm, bn: (M // bm) * (N // bn)), "the tiles are rounded down"),
+    "tiles from the area": (_pruner(tiles=lambda M, N, bm, bn: -(-(M * N) // (bm * bn))), "from the whole area"),
+    "M and N swapped": (_pruner(tiles=lambda M, N, bm, bn: -(-N // bm) * -(-M // bn)), "M and N swapped"),
+    "strictly above min_fill": (_pruner(fills=lambda value, least: value > least), "equal to min_fill is enough"),
+    "only the fullest as the fallback": (_pruner(fallback=lambda given, fit, full: full or fit[:1]),
+                                         "keep every one that fits"),
+    "no fallback": (_pruner(fallback=lambda given, fit, full: full), "returned no configuration"),
+    "every configuration as the fallback": (_pruner(fallback=lambda given, fit, full: full or given),
+                                            "also those that do not fit"),
+    "waves rounded down": (_pruner(fill=lambda t, sms: t / (t // sms * sms)), "divided by zero"),
+    "removes from autotune's list": (removes_from_the_list, "changed the list of configurations"),
+    "a generator": (a_generator, "a generator"),
+    "the kwargs": (the_kwargs, "holding a dict"),
+    "a changed configuration": (one_stage_less, "not among those given"),
+    "one configuration twice": (twice, "one configuration twice"),
+    "num_stages from kwargs": (stages_from_kwargs, "attributes of a Config"),
+    "block sizes as attributes": (blocks_as_attributes, "config.kwargs['BLOCK_M']"),
+    "lower-case names": (lower_case_names, "named_args holds the kernel's arguments by name"),
+    "other parameter names": (other_names, "by these names"),
+    "no **kwargs": (no_kwargs, "end the signature with **kwargs"),
+    "calls tiled.shared_bytes": (calls_shared_bytes, "calls the course's tiled.shared_bytes"),
+    "calls tiled.waves": (calls_waves, "calls the course's tiled.waves"),
+    "calls the solution": (calls_the_prune_solution, "calls the solution"),
+    "wrong signature": (lambda configs, named_args: configs, "must take 5 arguments"),
+}
+
+
+def test_prune_configs_reference_passes_and_the_stub_is_not_attempted():
+    assert quiet(exercises.check_prune_configs, solutions.prune_configs).passed
+    assert quiet(exercises.check_prune_configs, stub).status == "not attempted"
+
+
+def test_prune_configs_each_wrong_answer_gets_its_own_message():
+    assert_wrong_answers_named(exercises.check_prune_configs, PRUNE_WRONG)
+
+
+def with_own_wave_count(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    def wave_count(M, N, block_m, block_n, sms):
+        tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+        waves = math.ceil(tiles / sms)
+        return tiles, waves, waves * sms - tiles
+
+    size = named_args["b_ptr"].dtype.itemsize
+    fit = [c for c in configs
+           if c.num_stages * c.kwargs["BLOCK_K"] * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * size <= shared_limit]
+    full = []
+    for c in fit:
+        tiles, waves, _ = wave_count(named_args["M"], named_args["N"], c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], sms)
+        if tiles >= min_fill * waves * sms:
+            full.append(c)
+    return tuple(full) if full else tuple(fit)
+
+
+def largest_first(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    kept = _pruner()(configs, named_args, shared_limit, sms, min_fill)
+    return sorted(kept, key=lambda c: -c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])
+
+
+ALTERNATIVES = {
+    "own wave_count, B's size, a product instead of a quotient, a tuple": with_own_wave_count,
+    "largest tiles first": largest_first,
+    "tiles / waves / sms": _pruner(fill=lambda t, sms: t / -(-t // sms) / sms),
+    "math.ceil": _pruner(tiles=lambda M, N, bm, bn: math.ceil(M / bm) * math.ceil(N / bn)),
+    "the dtype's itemsize": _pruner(element=lambda a, c: a.dtype.itemsize),
+    "torch.finfo / iinfo bits": _pruner(element=lambda a, c: (torch.finfo(a.dtype).bits if a.dtype.is_floating_point
+                                                              else torch.iinfo(a.dtype).bits) // 8),
+}
+
+
+def test_prune_configs_correct_alternatives_pass():
+    for label, answer in ALTERNATIVES.items():
+        assert quiet(exercises.check_prune_configs, answer).passed, label
+
+
+@triton.jit
+def _probe(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pass  # the grouped kernel's signature; nothing to run
+
+
+def test_prune_configs_works_in_a_real_autotune_launch():
+    """The reference, given to triton.autotune through functools.partial, is called with the launch's keyword
+    arguments and prunes as the notebook says (3072^3 on an H100: the 128 x 256 tiles leave the third wave
+    nearly empty)."""
+    timed = []
+
+    def prune(configs, named_args, **kwargs):
+        kept = solutions.prune_configs(configs, named_args, **kwargs)
+        timed.extend(_blocks(c) for c in kept)
+        return kept
+
+    tuned = triton.autotune(configs=tiled.TUNING_CONFIGS, key=["M", "N", "K"],
+                            do_bench=lambda call, quantiles: [1.0] * 3,  # no timing: only the pruning matters
+                            prune_configs_by={"early_config_prune": functools.partial(
+                                prune, shared_limit=227 * 1024, sms=132, min_fill=0.8)})(_probe)
+    a = torch.empty(16, 16, dtype=torch.float16, device=runtime.DEVICE)
+    tuned[(1,)](a, a, a, 3072, 3072, 3072, 16, 1, 16, 1, 16, 1)
+    assert timed and (128, 256, 64) not in timed and (256, 128, 64) not in timed and (128, 128, 64) in timed
+
+
+@pytest.mark.skipif(not runtime.INTERPRET, reason="the checks' time limit works under the interpreter only")
+def test_prune_configs_with_an_endless_loop_ends_with_one_line():
+    source = ("def prune_configs(configs, named_args, shared_limit, sms, min_fill, **kwargs):\n"
+              "    kept = list(configs)\n    while kept:\n        kept.append(kept[0])\n        kept.pop()\n"
+              "    return kept\n")
+    assert_survives("check_prune_configs", source, "prune_configs", "gave up after", time_limit_s=3)

@@ -1,10 +1,16 @@
 """The catalogue of notebook 09's exercises: the reference passes, each typical wrong answer gets its own message
-(without the answer), correct alternatives pass, and no check crashes."""
+(without the answer), correct alternatives pass, and no check crashes or hangs."""
 
+import inspect
 
-from course import exercises, solutions
+import pytest
 
-from catalogue import assert_wrong_answers_named, quiet, variant
+from course import exercises, runtime, solutions
+
+from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, variant
+
+interpreter_only = pytest.mark.skipif(not runtime.INTERPRET, reason="what the interpreter's programs do, one after "
+                                                                    "another (on a GPU these answers race or hang)")
 
 
 # --- 09: a program's Stream-K span -------------------------------------------------------------------
@@ -27,14 +33,279 @@ SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contai
     "end inclusive, short": ([(_END, "end = start + base + (pid < extra).to(tl.int32) - 1")], "one iteration short"),
     "end one past": ([(_END, "end = start + base + (pid < extra).to(tl.int32) + 1")], "one iteration too long"),
     "wrong signature": ([("def span(pid, total, sharers):", "def span(pid, total):")], "keep the signature"),
+    "the launch's program id": ([("base = total // sharers", "pid = tl.program_id(0)\n    base = total // sharers")],
+                                "calls tl.program_id"),
+    "the launch's size": ([("base = total // sharers", "sharers = tl.num_programs(0)\n    base = total // sharers")],
+                          "calls tl.num_programs"),
+    "returns one value": ([("return start, end", "return end")], "return both"),
+    "remainder to the first program only": ([(_START, "start = pid * base + tl.minimum(pid, 1) * extra"),
+                                             (_END, "end = start + base + (pid == 0).to(tl.int32) * extra")],
+                                            "as evenly as possible"),
 }
 
 
-def test_streamk_span_reference_and_wrong_answers(tmp_path):
+def test_the_span_reference_passes_as_given_and_as_a_learners_cell(tmp_path):
     assert quiet(exercises.check_streamk_span, solutions.span).passed
+    assert quiet(exercises.check_streamk_span, variant(tmp_path, "span_mine", solutions.span)).passed
+
+
+def test_every_wrong_span_gets_its_own_message(tmp_path):
     table = {label: (variant(tmp_path, f"span_{i}", solutions.span, *edits), words)
              for i, (label, (edits, words)) in enumerate(SPAN_WRONG.items())}
-    assert_wrong_answers_named(exercises.check_streamk_span, table, same_mistake=("one more for all", "end one past"))
+    table["no @triton.jit"] = (lambda pid, total, sharers: (0, total), "did you forget @triton.jit")
+    table["None"] = (None, "got NoneType")
+    assert_wrong_answers_named(exercises.check_streamk_span, table,
+                               same_mistake=("one more for all", "end one past", "ceil division",
+                                             "remainder to the first program only"))
+
+
+SPAN_RIGHT = {  # other splits that differ in length by at most one
+    "the remainder to the last programs": [(_START, "start = pid * base + tl.maximum(pid - (sharers - extra), 0)"),
+                                           (_END, "end = start + base + (pid >= sharers - extra).to(tl.int32)")],
+    "pid * total // sharers": [(_START, "start = pid * total // sharers"),
+                               (_END, "end = (pid + 1) * total // sharers")],
+    "tl.where": [(_START, "start = tl.where(pid < extra, pid * (base + 1), pid * base + extra)"),
+                 (_END, "end = tl.where(pid < extra, start + base + 1, start + base)")],
+    "Python min and an if": [(_START, "start = pid * base + min(pid, extra)"),
+                             (_END, "end = start + base\n    if pid < extra:\n        end += 1")],
+}
+
+
+@pytest.mark.parametrize("label", SPAN_RIGHT)
+def test_a_span_that_splits_the_remainder_another_way_passes(tmp_path, label):
+    span = variant(tmp_path, "span_right_" + str(list(SPAN_RIGHT).index(label)), solutions.span, *SPAN_RIGHT[label])
+    verdict = quiet(exercises.check_streamk_span, span)
+    assert verdict.passed, verdict.line
+
+
+def test_a_span_with_huge_ranges_is_told_without_drawing_them(tmp_path):
+    span = variant(tmp_path, "span_huge", solutions.span, (_END, "end = start + 1000000000"))
+    verdict = quiet(exercises.check_streamk_span, span)
+    assert verdict.status == "failed" and "outside the iterations" in verdict.message, verdict.line
+
+
+@interpreter_only
+def test_a_span_that_never_returns_ends_with_one_line():
+    source = edited_source(solutions.span, ("return start, end", "while start >= 0:\n        start += 0\n"
+                                                                 "    return start, end"))
+    assert_survives("check_streamk_span", source, "span", "gave up", time_limit_s=5)
+
+
+# --- 09: the Stream-K loop and its fix-up ---------------------------------------------------------------
+
+_HEADER = "from course.stages import GemmContext, ScheduleContext, make_output_view, make_tensor_view\n"
+_SOURCE = inspect.getsource(solutions.streamk_kernel.fn)
+_HAND_OVER = _SOURCE[_SOURCE.index("        if k_end < sched.iters_per_tile():"):_SOURCE.index("        end -= k_end")]
+_OWNER = _SOURCE[_SOURCE.index("        else:  # this program owns the tile"):_SOURCE.index("        end -= k_end")]
+_RAISE = 'tl.atomic_xchg(FLAGS + pid, k_begin + 1, sem="release")'
+_STORE_P = "tl.store(P + pid * BLOCK_M * BLOCK_N + in_slot, acc)"
+_PUBLISH = (f"            {_STORE_P}\n            tl.debug_barrier()  # all of the partial is written before the "
+            f"flag goes up\n            {_RAISE}")
+_ADD = "acc += tl.load(P + q * BLOCK_M * BLOCK_N + in_slot)"
+_CLEAR = 'tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")'
+_WAIT = 'flag = tl.atomic_cas(FLAGS + q, 0, 0, sem="acquire")'
+_FIRST_WAIT = _WAIT + "  # reads the flag, changes nothing"
+_SPIN = "                    " + _WAIT
+_REDUCE = "acc = ctx.reduce_k_range(tensorA, tensorB, out_tile, k_begin, k_end)"
+_STORE_C = "            tensorC.store(acc, out_tile)"
+_STEP = "end -= k_end - k_begin"
+_NEXT = "k = flag - 1  # where program q's piece starts"
+
+# The owner as course.stages does it: the program holding the tile's first K-iteration, from the split, then
+# every program up to pid - 1, in increasing order; flags are 1 when up.
+_COURSE_OWNER = '''        else:  # the owner: wait for the lower programs with earlier K-iterations, in order
+            if k_begin > 0:
+                iters = sched.iters_per_tile()
+                total = TILES * iters
+                base = total // PROGRAMS
+                extra = total % PROGRAMS
+                g = tile_id * iters  # the tile's first K-iteration, and the program holding it
+                first = tl.where(g < extra * (base + 1), g // (base + 1),
+                                 extra + (g - extra * (base + 1)) // tl.maximum(base, 1))
+                for q in range(first, pid):
+                    while tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire") != 1:
+                        pass
+                    tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")
+                for q in range(first, pid):
+                    acc += tl.load(P + q * BLOCK_M * BLOCK_N + in_slot)
+            tensorC.store(acc, out_tile)
+'''
+_COURSE = [(_OWNER, _COURSE_OWNER), (_RAISE, 'tl.atomic_xchg(FLAGS + pid, 1, sem="release")')]
+
+
+def _importing(line):
+    """An edit that puts ``line`` (an import) at the top of the variant's module."""
+    return ("@triton.jit\ndef streamk_kernel", line + "\n\n\n@triton.jit\ndef streamk_kernel")
+
+
+# Wrong answers whose message is the same compiled on a GPU and under the interpreter.
+KERNEL_WRONG = {  # label: (edits of solutions.streamk_kernel, words its message must contain)
+    "the owner adds no partial": ([(_ADD, "pass")], "only its owner's own K-iterations"),
+    "only the nearest lower partial": ([(_NEXT, "k = 0")], "are missing"),
+    "a partial handed over in float16": ([(_STORE_P, _STORE_P.replace("acc)", "acc.to(tl.float16))"))],
+                                         "lost precision"),
+    "the owner's own acc twice": ([(_STORE_C, "            tensorC.store(acc + acc, out_tile)")], "counted twice"),
+    "flags never lowered": ([(_CLEAR, "pass")], "left raised"),
+    "calls streamk_fixup": ([("        if k_end < sched.iters_per_tile():",
+                              "        acc, owner = sched.streamk_fixup(acc, tile_id, k_begin, k_end, P, FLAGS)\n"
+                              "        if k_end < sched.iters_per_tile():")], "course's own fix-up"),
+    "calls the course's GEMM kernel": ([("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    if pid < 0:\n"
+                                         "        matmul_kernel(A, B, C)\n"),
+                                        _importing("from course.gemm_kernel import matmul_kernel")],
+                                       "the course's own GEMM"),
+    "calls the solution": ([("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    if pid < 0:\n"
+                             "        solutions.streamk_kernel(A, B, C)\n"),
+                            _importing("from course import solutions")], "reference solution"),
+    "uses torch": ([(_STORE_C, "            tensorC.store(torch.relu(acc), out_tile)"), _importing("import torch")],
+                   "uses torch"),
+    "wrong signature": ([("PROGRAMS: tl.constexpr,\n                   TILES: tl.constexpr)",
+                          "PROGRAMS: tl.constexpr)"),
+                         ("streamk_tiles=TILES", "streamk_tiles=PROGRAMS")], "keep the signature"),
+    "the K range from 0": ([(_REDUCE, _REDUCE.replace("k_begin, k_end)", "0, k_end)"))], None),  # words below
+}
+# Wrong answers that only the interpreter's watch sees (on a GPU they race, or pass by luck).
+KERNEL_WRONG_WATCHED = {
+    "no fix-up: every piece stored": ([(_HAND_OVER, "        tensorC.store(acc, out_tile)\n")], "is stored by"),
+    "a tile stored twice by its owner": ([(_STORE_C, _STORE_C + "\n" + _STORE_C)], "2 times"),
+    "flag raised before the partial": ([(_PUBLISH, f"            {_RAISE}\n            {_STORE_P}")],
+                                       "before writing its partial"),
+    "flag raised with tl.store": ([(_RAISE, "tl.store(FLAGS + pid, k_begin + 1)")], "raises its flag with tl.store"),
+    "flag raised relaxed": ([(_RAISE, _RAISE.replace("release", "relaxed"))], "raises its flag with sem=\"relaxed\""),
+    "waits with a relaxed atomic": ([(_FIRST_WAIT, _WAIT.replace("acquire", "relaxed")),
+                                     (_SPIN, _SPIN.replace("acquire", "relaxed"))], "waits for program 0's flag with"),
+    "waits with tl.load": ([(_FIRST_WAIT, "flag = tl.load(FLAGS + q, volatile=True)"),
+                            (_SPIN, "                    flag = tl.load(FLAGS + q, volatile=True)")],
+                           "flag with tl.load"),
+    "no wait at all": (_COURSE + [('                    while tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire") != 1:\n'
+                                   '                        pass\n', "")], "without first waiting"),
+    "slots by tile id": ([(_STORE_P, _STORE_P.replace("pid *", "tile_id *")),
+                          (_ADD, "acc += tl.load(P + (tile_id + 0 * q) * BLOCK_M * BLOCK_N + in_slot)")],
+                         "not its own"),
+    "slots BLOCK_M apart": ([(_STORE_P, _STORE_P.replace("BLOCK_M * BLOCK_N", "BLOCK_M")),
+                             (_ADD, _ADD.replace("BLOCK_M * BLOCK_N", "BLOCK_M"))], "spreads over"),
+    "the owner recomputes the tile": ([(_REDUCE, _REDUCE.replace(
+        "k_begin, k_end)", "tl.where(k_end == sched.iters_per_tile(), 0, k_begin), k_end)")),
+        ("            while k > 0:", "            while k < 0:")], "instead of redoing"),
+    "adds into C with atomics": ([(_STORE_C, "            tl.atomic_add(C + tl.arange(0, BLOCK_M)[:, None] * stride_cm "
+                                             "+ tl.arange(0, BLOCK_N)[None, :] * stride_cn, acc)")],
+                                 "with an atomic"),
+    "data-parallel, no Stream-K": ([(_SOURCE[_SOURCE.index("    start, end = sched.iter_range()"):],
+                                     "    for tile_id in range(pid, TILES, PROGRAMS):\n"
+                                     "        out_tile = sched.get_tile_from_idx(tile_id)\n"
+                                     "        tensorC.store(ctx.reduce_axis(tensorA, tensorB, out_tile), out_tile)\n")],
+                                   "its range (sched.iter_range()) holds"),
+    "only the range's last piece": ([("    while end > start:  # the pieces of the range, the last one first",
+                                      "    if end > start:  # only the last piece")], "never stored"),
+    "stores C ignoring stride_cn": ([(_STORE_C, "            rm = out_tile.pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                                                "            rn = out_tile.pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+                                                "            tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc, "
+                                                "mask=(rm[:, None] < M) & (rn[None, :] < N))")],
+                                    "not part of C"),
+}
+
+
+def _kernel_variant(tmp_path, name, *edits):
+    return variant(tmp_path, name, solutions.streamk_kernel, ("@triton.jit", _HEADER + "\n\n@triton.jit"), *edits)
+
+
+def test_the_streamk_kernel_reference_passes_as_given_and_as_a_learners_cell(tmp_path):
+    assert quiet(exercises.check_streamk_kernel, solutions.streamk_kernel).passed
+    verdict = quiet(exercises.check_streamk_kernel, _kernel_variant(tmp_path, "streamk_mine"))
+    assert verdict.passed, verdict.line
+
+
+def test_every_wrong_streamk_kernel_gets_its_own_message(tmp_path):
+    table = dict(KERNEL_WRONG)
+    # computing K-iterations outside the range: the watch counts them; a GPU sees the tile's sum
+    table["the K range from 0"] = (table["the K range from 0"][0],
+                                   "instead of redoing" if runtime.INTERPRET else "counted twice")
+    if runtime.INTERPRET:
+        table.update(KERNEL_WRONG_WATCHED)
+    table = {label: (_kernel_variant(tmp_path, f"streamk_{i}", *edits), words)
+             for i, (label, (edits, words)) in enumerate(table.items())}
+    table["no @triton.jit"] = (solutions.streamk_kernel.fn, "did you forget @triton.jit")
+    table["None"] = (None, "got NoneType")
+    assert_wrong_answers_named(exercises.check_streamk_kernel, table,
+                               same_mistake=("the K range from 0", "the owner recomputes the tile"))
+
+
+KERNEL_RIGHT = {  # other correct designs
+    "the course's protocol: the first sharer from the split, flags of 1": _COURSE,
+    "the range walked forward": [("    while end > start:  # the pieces of the range, the last one first\n"
+                                  "        tile_id, k_begin, k_end = sched.streamk_span(start, end)",
+                                  "    iters = sched.iters_per_tile()\n    while start < end:  # first piece first\n"
+                                  "        tile_id = start // iters\n        k_begin = start % iters\n"
+                                  "        k_end = tl.minimum(iters, k_begin + end - start)"),
+                                 (_STEP, "start += k_end - k_begin")],
+    "reduce_tile steps and an atomic_add wait": [(_REDUCE, "acc = ctx.init_accumulator()\n"
+                                                           "        for kk in range(k_begin, k_end):\n"
+                                                           "            acc = ctx.reduce_tile(tensorA, tensorB, "
+                                                           "out_tile, kk, acc, boundary=True)"),
+                                                 (_FIRST_WAIT, 'flag = tl.atomic_add(FLAGS + q, 0, sem="acquire")'),
+                                                 (_SPIN, '                    flag = tl.atomic_add(FLAGS + q, 0, '
+                                                         'sem="acquire")')],
+    "a wait that lowers the flag as it reads it": [(_FIRST_WAIT, 'flag = tl.atomic_xchg(FLAGS + q, 0, sem="acquire")'),
+                                                   (_SPIN, '                    flag = tl.atomic_xchg(FLAGS + q, 0, '
+                                                           'sem="acquire")'),
+                                                   (_CLEAR, "pass")],
+}
+
+
+@pytest.mark.parametrize("label", KERNEL_RIGHT)
+def test_a_streamk_kernel_of_another_correct_design_passes(tmp_path, label):
+    kernel = _kernel_variant(tmp_path, "streamk_right_" + str(list(KERNEL_RIGHT).index(label)), *KERNEL_RIGHT[label])
+    verdict = quiet(exercises.check_streamk_kernel, kernel)
+    assert verdict.passed, verdict.line
+
+
+_STUB = '''
+from course.stages import GemmContext, ScheduleContext, make_output_view, make_tensor_view
+
+
+@triton.jit
+def streamk_kernel(A, B, C, P, FLAGS, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PROGRAMS: tl.constexpr,
+                   TILES: tl.constexpr):
+    tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+    tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
+    tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, PROGRAMS, even_k=False)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=TILES)  # every tile is shared
+    ...  # your code
+'''
+
+
+def test_the_streamk_kernel_stub_is_not_attempted(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "streamk_stub.py"  # a file: compiled Triton reads a kernel's source
+    path.write_text("import triton\nimport triton.language as tl\n" + _STUB)
+    spec = importlib.util.spec_from_file_location("streamk_stub", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    verdict = quiet(exercises.check_streamk_kernel, module.streamk_kernel)
+    assert verdict.status == "not attempted", verdict.line
+
+
+_IN_A_CELL = _HEADER + "\n\n"
+KERNEL_HANGS = {  # label: (edits, words): answers that never finish under the interpreter, or reach far memory
+    "waits for a higher program": ([("q -= 1  # the program", "q += 1  # the program")], "a higher program id"),
+    "the flag is never raised": ([(_RAISE, "pass")], "never raised"),
+    "waits while the flag is up": ([("while flag == 0:", "while flag != 0:")], "although it is up"),
+    "a flag lowered by its own program": ([(_PUBLISH, _PUBLISH + '\n            tl.atomic_xchg(FLAGS + pid, 0)')],
+                                          "lowered already"),
+    "the range never moves": ([(_STEP, "end -= 0")], "does your loop over the pieces end"),
+    "walks down past program 0": ([(_NEXT, "k = 1")], "outside every tensor"),
+    "a loop that only counts": ([(_STEP, "while end > start:\n            k_end += 0")], "gave up"),
+}
+
+
+@interpreter_only
+@pytest.mark.parametrize("label", KERNEL_HANGS)
+def test_a_streamk_kernel_that_would_hang_or_stray_ends_with_one_line(label):
+    edits, words = KERNEL_HANGS[label]
+    source = _IN_A_CELL + edited_source(solutions.streamk_kernel, *edits)
+    assert_survives("check_streamk_kernel", source, "streamk_kernel", words, time_limit_s=10)
 
 
 _REFUSED = '''

@@ -1,15 +1,22 @@
 """The catalogue of notebook 11's exercises: the reference passes, each typical wrong answer gets its own message
 (without the answer), correct alternatives pass, and no check crashes."""
 
+import pytest
 import triton
 import triton.language as tl
 
-from course import exercises, solutions
+from course import attention, exercises, runtime, solutions
+from course.exercises import nb11
 
-from catalogue import assert_wrong_answers_named, quiet
+from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, variant
+
+# The crash tests run a check on a kernel that hangs or reaches outside its tensors: under the interpreter the
+# check's time limit and bounds check stop it; compiled on a GPU nothing can (a kernel that never ends hangs the GPU).
+interpreter_only = pytest.mark.skipif(not runtime.INTERPRET, reason="a compiled kernel that hangs or faults "
+                                      "cannot be stopped by the check")
 
 
-# --- 11: the online-softmax update -------------------------------------------------------------------
+# --- 11 · softmax_step: the online-softmax update ----------------------------------------------------
 
 @triton.jit
 def _softmax_no_max(m_i, l_i, acc, s, v):
@@ -44,6 +51,14 @@ def _softmax_old_max(m_i, l_i, acc, s, v):
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_i[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_unshifted(m_i, l_i, acc, s, v):  # keeps m right, but exponentiates the raw scores
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s)
     return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
 
 
@@ -92,21 +107,416 @@ def _softmax_acc_first(m_i, l_i, acc, s, v):
     return acc * alpha[:, None] + tl.dot(p.to(v.dtype), v), m_new, l_i * alpha + tl.sum(p, 1)
 
 
+@triton.jit
+def _softmax_clamped(m_i, l_i, acc, s, v):  # the issue's: right unless a row's scores are all negative
+    m_new = tl.maximum(tl.maximum(m_i, tl.max(s, 1)), 0.0)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_alpha_inverted(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_new - m_i)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_block_max(m_i, l_i, acc, s, v):  # forgets m_i: overflows once a block's scores fall far below it
+    m_new = tl.max(s, 1)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_normalized(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_new = l_i * alpha + tl.sum(p, 1)
+    return m_new, l_new, (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)) / l_new[:, None]
+
+
+@triton.jit
+def _softmax_m_kept(m_i, l_i, acc, s, v):  # updates l and acc with the new maximum, returns the old one
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_i, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_two_values(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, acc * tl.exp2(m_i - m_new)[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_p_not_converted(m_i, l_i, acc, s, v):
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p, v)
+
+
+@triton.jit
+def _softmax_sum_of_block(m_i, l_i, acc, s, v):  # l sums the whole block, not each row
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(tl.sum(p, 1), 0), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_course_step(m_i, l_i, acc, s, v):
+    return attention.softmax_step(m_i, l_i, acc, s, v)
+
+
+@triton.jit
+def _softmax_solution_step(m_i, l_i, acc, s, v):
+    return solutions.softmax_step(m_i, l_i, acc, s, v)
+
+
 SOFTMAX_WRONG = {
-    "no maximum subtracted": (_softmax_no_max, "not shifted by its row's running maximum"),
+    "no maximum subtracted, m never updated": (_softmax_no_max, "m is returned unchanged"),
     "acc not rescaled": (_softmax_acc_kept, "acc is not rescaled"),
     "l not rescaled": (_softmax_sum_kept, "l_i is not rescaled"),
     "exp for exp2": (_softmax_natural, "this is exp, not exp2"),
-    "old maximum": (_softmax_old_max, "m_i is -inf before the first block"),
+    "scores shifted by the old maximum": (_softmax_old_max, "shifted by the old maximum m_i"),
+    "scores not shifted": (_softmax_unshifted, "not shifted by its row's running maximum"),
     "m and l swapped": (_softmax_swapped, "(m, l, acc) in that order"),
-    "mask replaced": (_softmax_masked_to_zero, "wrong with the causal mask"),
+    "mask replaced": (_softmax_masked_to_zero, "Don't replace -inf"),
     "no @triton.jit": (_softmax_plain, "forget @triton.jit"),
     "Python's max": (_softmax_builtin_max, "tl.maximum(a, b)"),
     "reduced along the wrong axis": (_softmax_wrong_axis, "reduce s along axis 1"),
     "acc returned first": (_softmax_acc_first, "return (m, l, acc) in that order"),
+    "maximum clamped at 0": (_softmax_clamped, "all-negative scores"),
+    "rescale factor inverted": (_softmax_alpha_inverted, "the old terms grow instead of shrinking"),
+    "maximum of the block only": (_softmax_block_max, "m forgets the old maximum"),
+    "acc normalized every step": (_softmax_normalized, "acc is divided by l"),
+    "the old maximum returned": (_softmax_m_kept, "m is returned unchanged"),
+    "two values returned": (_softmax_two_values, "returns three values"),
+    "p not converted for tl.dot": (_softmax_p_not_converted, "p.to(v.dtype)"),
+    "l summed over the whole block": (_softmax_sum_of_block, "summed along each row"),
+    "calls the course's softmax_step": (_softmax_course_step, "attention.softmax_step"),
+    "calls the reference solution": (_softmax_solution_step, "solutions.softmax_step"),
 }
 
 
-def test_softmax_step_reference_and_wrong_answers():
+@triton.jit
+def _softmax_comment(m_i, l_i, acc, s, v):
+    # not Python's max(a, b): tl.maximum works element by element; "min(" in a string is no call either
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)  # max(old, new) in words
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_dot_accumulates(m_i, l_i, acc, s, v):  # tl.dot adding into the rescaled accumulator
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc
+
+
+@triton.jit
+def _softmax_exp_of_ln2(m_i, l_i, acc, s, v):  # exp(x ln 2) is 2^x: another way to the same numbers
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp((m_i - m_new) * 0.6931471805599453)
+    p = tl.exp((s - m_new[:, None]) * 0.6931471805599453)
+    acc *= alpha[:, None]
+    acc += tl.dot(p.to(tl.float16), v)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc
+
+
+@triton.jit
+def _softmax_where_max(m_i, l_i, acc, s, v):
+    block = tl.max(s, axis=1)
+    m_new = tl.where(block > m_i, block, m_i)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, alpha * l_i + tl.sum(p, axis=1), alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
+
+
+SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max]
+
+
+def test_softmax_step_reference_passes():
     assert quiet(exercises.check_softmax_step, solutions.softmax_step).passed
-    assert_wrong_answers_named(exercises.check_softmax_step, SOFTMAX_WRONG)
+
+
+def test_softmax_step_stub_is_not_attempted():
+    @triton.jit
+    def softmax_step(m_i, l_i, acc, s, v):
+        ...
+
+    assert quiet(exercises.check_softmax_step, softmax_step).status == "not attempted"
+
+
+def test_softmax_step_wrong_answers_each_get_their_own_message():
+    assert_wrong_answers_named(exercises.check_softmax_step, SOFTMAX_WRONG,
+                               same_mistake=("no maximum subtracted, m never updated", "the old maximum returned"))
+
+
+@pytest.mark.parametrize("right", SOFTMAX_RIGHT, ids=lambda f: f.fn.__name__)
+def test_softmax_step_correct_alternatives_pass(right):
+    verdict = quiet(exercises.check_softmax_step, right)
+    assert verdict.passed, verdict.line
+
+
+@interpreter_only
+def test_softmax_step_survives_an_endless_loop():
+    source = edited_source(solutions.softmax_step, ("    m_new = tl.maximum(m_i, tl.max(s, 1))",
+                                                    "    i = 0\n    while i < 1:  # forgot i += 1\n"
+                                                    "        m_new = tl.maximum(m_i, tl.max(s, 1))"))
+    assert_survives("check_softmax_step", source, "softmax_step", "gave up", time_limit_s=5)
+
+
+# --- 11 · flash_forward: the whole forward loop for one block of queries ------------------------------
+
+def _flash(tmp_path, name, *edits):
+    return variant(tmp_path, name, solutions.flash_forward, *edits)
+
+
+_SCALE = "qk_scale = sm_scale * 1.4426950408889634"
+_SKIP = "end = tl.minimum(S_K, (tl.program_id(0) + 1) * BLOCK_M)"
+_CAUSAL = "visible = visible & (cols[None, :] <= rows[:, None])"
+_L_STORE = "tl.store(L + rows * stride_l, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=rows < S_Q)"
+_O_MASK = "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_Q)"
+
+FLASH_WRONG = {  # label: (edits, words)
+    "sm_scale ignored": ([(_SCALE, "qk_scale = 1.4426950408889634 / HEAD_DIM ** 0.5")], "not by sm_scale"),
+    "no scale": ([(_SCALE, "qk_scale = 1.4426950408889634")], "the scores are not scaled"),
+    "exp2 of natural scores": ([(_SCALE, "qk_scale = sm_scale")], "exp2 of scores not converted to base 2"),
+    "exp of base-2 scores": ([("tl.exp2(", "tl.exp(")], "then exponentiated with exp"),
+    "acc not rescaled": ([("acc = acc * alpha[:, None] +", "acc = acc +")], "acc is not rescaled"),
+    "l not rescaled": ([("l_i = l_i * alpha +", "l_i = l_i +")], "l is not rescaled"),
+    "not divided by l": ([("out = acc / l_i[:, None]", "out = acc")], "not divided by l"),
+    "maximum starts at 0": ([('m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)',
+                              "m_i = tl.zeros([BLOCK_M], tl.float32)")], "l came out 0"),
+    "maximum clamped at 0": ([("m_new = tl.maximum(m_i, tl.max(s, 1))",
+                               "m_new = tl.maximum(tl.maximum(m_i, tl.max(s, 1)), 0.0)")], "not be held at 0"),
+    "no causal mask inside the diagonal block": ([(_CAUSAL, "pass")], "the block on the diagonal needs the mask"),
+    "no causal mask at all": ([(_CAUSAL, "pass"), (_SKIP, "pass")], "the causal mask is missing"),
+    "causal mask without the diagonal": ([("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")],
+                                         "row 0 is inf or nan"),
+    "causal mask the wrong way round": ([("cols[None, :] <= rows[:, None]", "cols[None, :] >= rows[:, None]"),
+                                         (_SKIP, "pass")], "the wrong way round"),
+    "diagonal block skipped": ([(_SKIP, "end = tl.minimum(S_K, tl.program_id(0) * BLOCK_M)")],
+                               "The block on the diagonal must be read"),
+    "keys past S_K not masked": ([("visible = cols[None, :] < S_K", "visible = cols[None, :] >= 0")],
+                                 "the keys past S_K take part"),
+    "values read past S_K": ([("mask=cols[:, None] < S_K, other=0.0)", ")")], "a load reads past the last key"),
+    "O stored without a mask": ([(_O_MASK, "out.to(O.dtype.element_ty))")], "outside O"),
+    "L stored without a mask": ([(", mask=rows < S_Q)  # back", ")  # back")], "outside L"),
+    "last block of queries not stored": ([("mask=rows[:, None] < S_Q)", "mask=rows[:, None] < S_Q // BLOCK_M * BLOCK_M)")],
+                                         "the last, partial block of queries"),
+    "L left in base 2": ([(_L_STORE, "tl.store(L + rows * stride_l, m_i + tl.log2(l_i), mask=rows < S_Q)")],
+                         "L is in base 2"),
+    "L without the maximum": ([(_L_STORE, "tl.store(L + rows * stride_l, tl.log(l_i), mask=rows < S_Q)")],
+                              "L leaves out the running maximum:"),
+    "L with m in base 2": ([(_L_STORE, "tl.store(L + rows * stride_l, m_i + tl.log(l_i), mask=rows < S_Q)")],
+                           "L adds m in base 2"),
+    "L not stored": ([(_L_STORE, "pass")], "L is not"),
+    "O's column stride taken as 1": ([("d[None, :] * stride_od", "d[None, :]")], "wrong when O is stored transposed"),
+    "Q's column stride taken as 1": ([("d[None, :] * stride_qd", "d[None, :]")],
+                                     "wrong when Q is stored every other column"),
+    "L's stride taken as 1": ([("L + rows * stride_l", "L + rows")], "wrong when L is stored every other element"),
+    "key loop steps by BLOCK_M": ([("range(0, end, BLOCK_N)", "range(0, end, BLOCK_M)")], "of O differ from"),
+    "rows counted in BLOCK_N": ([("rows = tl.program_id(0) * BLOCK_M", "rows = tl.program_id(0) * BLOCK_N")],
+                                "were never stored"),
+    "K's block not transposed": ([("k = tl.load(K + cols[None, :] * stride_ks + d[:, None] * stride_kd, "
+                                   "mask=cols[None, :] < S_K",
+                                   "k = tl.load(K + cols[:, None] * stride_ks + d[None, :] * stride_kd, "
+                                   "mask=cols[:, None] < S_K")], "the block of Kᵀ [HEAD_DIM, BLOCK_N]"),
+    "Python's max on blocks": ([("m_new = tl.maximum(m_i, tl.max(s, 1))", "m_new = max(m_i, tl.max(s, 1))")],
+                               "calls Python's max()"),
+    "calls the course's softmax_step": ([("m_new = tl.maximum(m_i, tl.max(s, 1))",
+                                          "m_i, l_i, acc = attention.softmax_step(m_i, l_i, acc, s, v)\n"
+                                          "        m_new = m_i")], "the course's attention.softmax_step"),
+}
+
+
+def _flash_table(tmp_path):
+    table = {}
+    for i, (label, (edits, words)) in enumerate(FLASH_WRONG.items()):
+        kernel = _flash(tmp_path, f"flash_wrong_{i}", *edits)
+        if label == "calls the course's softmax_step":
+            kernel.fn.__globals__["attention"] = attention
+        table[label] = (kernel, words)
+    return table
+
+
+def test_flash_forward_reference_passes_and_skips_the_blocks_past_the_diagonal():
+    verdict = quiet(exercises.check_flash_forward, solutions.flash_forward)
+    assert verdict.passed and "skips the key blocks past the diagonal" in verdict.message, verdict.line
+
+
+def test_flash_forward_stub_is_not_attempted():
+    @triton.jit
+    def flash_forward(Q, K, V, O, L, sm_scale, S_Q, S_K, stride_qs, stride_qd, stride_ks, stride_kd, stride_vs,
+                      stride_vd, stride_os, stride_od, stride_l, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+        ...
+
+    assert quiet(exercises.check_flash_forward, flash_forward).status == "not attempted"
+
+
+def test_flash_forward_wrong_answers_each_get_their_own_message(tmp_path):
+    assert_wrong_answers_named(exercises.check_flash_forward, _flash_table(tmp_path),
+                               same_mistake=("maximum starts at 0", "maximum clamped at 0"))
+
+
+def test_flash_forward_refuses_torch_the_course_and_the_solution(tmp_path):
+    calls_solution = _flash(tmp_path, "flash_calls_solution", ("rows = tl.program_id(0)", "solutions.flash_forward("
+                            "Q, K, V, O, L, sm_scale, S_Q, S_K, stride_qs, stride_qd, stride_ks, stride_kd, stride_vs,"
+                            " stride_vd, stride_os, stride_od, stride_l, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)\n"
+                            "    rows = tl.program_id(0)"))
+    calls_solution.fn.__globals__["solutions"] = solutions
+    calls_bounds = _flash(tmp_path, "flash_calls_bounds", (_SKIP, "_, end = attention.key_bounds("
+                          "tl.program_id(0), S_K, BLOCK_M, BLOCK_N, CAUSAL)"))
+    calls_bounds.fn.__globals__["attention"] = attention
+    uses_torch = _flash(tmp_path, "flash_uses_torch", ("out.to(O.dtype.element_ty)", "out.to(torch.float16)"))
+    import torch
+
+    uses_torch.fn.__globals__["torch"] = torch
+    assert_wrong_answers_named(exercises.check_flash_forward, {
+        "calls the solution": (calls_solution, "the reference solution solutions.flash_forward"),
+        "calls the course's key_bounds": (calls_bounds, "the course's attention.key_bounds"),
+        "uses torch": (uses_torch, "uses torch"),
+    })
+
+
+def test_flash_forward_refuses_a_kernel_that_only_runs_under_the_interpreter(tmp_path):
+    # `break` in a loop: the interpreter runs it, Triton refuses to compile it for a GPU
+    breaks = _flash(tmp_path, "flash_breaks", ("        m_i = m_new\n", "        m_i = m_new\n"
+                                               "        if start > S_K:\n            break\n"))
+    verdict = quiet(exercises.check_flash_forward, breaks)
+    assert verdict.status == "failed" and "compile" in verdict.message, verdict.line
+
+
+@triton.jit
+def _attend(q, K, V, start, rows, S_K, stride_ks, stride_kd, stride_vs, stride_vd, qk_scale, m_i, l_i, acc,
+            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    cols = start + tl.arange(0, BLOCK_N)
+    d = tl.arange(0, HEAD_DIM)
+    if MASKED:
+        k = tl.load(K + cols[None, :] * stride_ks + d[:, None] * stride_kd, mask=cols[None, :] < S_K, other=0.0)
+        v = tl.load(V + cols[:, None] * stride_vs + d[None, :] * stride_vd, mask=cols[:, None] < S_K, other=0.0)
+        s = tl.dot(q, k) * qk_scale
+        s = tl.where((cols[None, :] < S_K) & (cols[None, :] <= rows[:, None]), s, -1.0e30)
+    else:
+        k = tl.load(K + cols[None, :] * stride_ks + d[:, None] * stride_kd)
+        v = tl.load(V + cols[:, None] * stride_vs + d[None, :] * stride_vd)
+        s = tl.dot(q, k) * qk_scale
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc
+
+
+@triton.jit
+def _flash_two_loops(Q, K, V, O, L, sm_scale, S_Q, S_K, stride_qs, stride_qd, stride_ks, stride_kd, stride_vs,
+                     stride_vd, stride_os, stride_od, stride_l, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """As the course's kernel: whole blocks without a mask, then the diagonal (or the ragged end) with one."""
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + rows[:, None] * stride_qs + d[None, :] * stride_qd, mask=rows[:, None] < S_Q, other=0.0)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)  # finite: exp2 of it less anything is 0 all the same
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    whole = S_K // BLOCK_N * BLOCK_N
+    end = S_K
+    if CAUSAL:
+        whole = min(whole, pid * BLOCK_M // BLOCK_N * BLOCK_N)
+        end = min(S_K, (pid + 1) * BLOCK_M)
+    for start in range(0, whole, BLOCK_N):
+        m_i, l_i, acc = _attend(q, K, V, start, rows, S_K if CAUSAL else S_K, stride_ks, stride_kd, stride_vs,
+                                stride_vd, qk_scale, m_i, l_i, acc, HEAD_DIM, BLOCK_N, False)
+    for start in tl.range(whole, end, BLOCK_N):
+        m_i, l_i, acc = _attend(q, K, V, start, tl.where(CAUSAL, rows, S_K), S_K, stride_ks, stride_kd, stride_vs,
+                                stride_vd, qk_scale, m_i, l_i, acc, HEAD_DIM, BLOCK_N, True)
+    tl.store(O + rows[:, None] * stride_os + d[None, :] * stride_od, (acc / l_i[:, None]).to(O.dtype.element_ty),
+             mask=rows[:, None] < S_Q)
+    tl.store(L + rows * stride_l, m_i * 0.6931471805599453 + tl.log(l_i), mask=rows < S_Q)
+
+
+FLASH_RIGHT = {  # label: edits of the reference
+    "natural exp and log": [(_SCALE, "qk_scale = sm_scale"), ("tl.exp2(", "tl.exp("),
+                            (_L_STORE, "tl.store(L + rows * stride_l, m_i + tl.log(l_i), mask=rows < S_Q)")],
+    "the causal mask alone, no blocks skipped": [(_SKIP, "pass")],
+    "K loaded as rows, then tl.trans": [("k = tl.load(K + cols[None, :] * stride_ks + d[:, None] * stride_kd, "
+                                         "mask=cols[None, :] < S_K", "k = tl.load(K + cols[:, None] * stride_ks + "
+                                         "d[None, :] * stride_kd, mask=cols[:, None] < S_K"),
+                                        ("tl.dot(q, k)", "tl.dot(q, tl.trans(k))")],
+    "tl.dot adding into the rescaled accumulator": [("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                                                     "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])")],
+    "a finite start for the maximum, -1e9 for masked scores": [('float("-inf"), tl.float32)', "-1.0e30, tl.float32)"),
+                                                               ('qk_scale, float("-inf"))', "qk_scale, -1.0e9)")],
+    "Python's min on scalars, tl.range": [(_SKIP, "end = min(S_K, (tl.program_id(0) + 1) * BLOCK_M)"),
+                                          ("range(0, end, BLOCK_N)", "tl.range(0, end, BLOCK_N)")],
+    "L from ln 2 times m plus ln l": [(_L_STORE, "tl.store(L + rows * stride_l, m_i * 0.6931471805599453 + "
+                                                 "tl.log(l_i), mask=rows < S_Q)")],
+}
+
+
+@pytest.mark.parametrize("label", FLASH_RIGHT)
+def test_flash_forward_correct_alternatives_pass(tmp_path, monkeypatch, label):
+    # building each for an H100 takes seconds: the reference's test and the helpers' tests below do it
+    monkeypatch.setattr(nb11, "compiles_for_a_gpu", lambda *args, **kwargs: None)
+    verdict = quiet(exercises.check_flash_forward, _flash(tmp_path, "flash_right", *FLASH_RIGHT[label]))
+    assert verdict.passed, verdict.line
+    if label == "the causal mask alone, no blocks skipped":  # right, and the ✓ line says what skipping would save
+        assert "reads the key blocks past the diagonal and masks them" in verdict.message, verdict.line
+
+
+def test_flash_forward_passes_with_the_learners_own_softmax_step(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))  # the build for an H100 imports the helper's module
+    own = variant(tmp_path, "flash_own_step", (solutions.softmax_step, solutions.flash_forward),
+                  ("        m_new = tl.maximum(m_i, tl.max(s, 1))\n        alpha = tl.exp2(m_i - m_new)\n"
+                   "        p = tl.exp2(s - m_new[:, None])\n        l_i = l_i * alpha + tl.sum(p, 1)\n"
+                   "        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)\n        m_i = m_new\n",
+                   "        m_i, l_i, acc = softmax_step(m_i, l_i, acc, s, v)\n"))
+    verdict = quiet(exercises.check_flash_forward, own)
+    assert verdict.passed, verdict.line
+
+
+def test_flash_forward_as_two_loops_like_the_course_kernel_passes():
+    verdict = quiet(exercises.check_flash_forward, _flash_two_loops)
+    assert verdict.passed, verdict.line
+
+
+# Answers that could crash or hang: each runs in a child process, which must print one ✗ line and exit normally.
+FLASH_CRASHY = {  # label: (edits, words)
+    "K's strides swapped": ([("cols[None, :] * stride_ks + d[:, None] * stride_kd",
+                              "cols[None, :] * stride_kd + d[:, None] * stride_ks")], ("reads past the end",)),
+    "rows far apart, O stored without a mask": ([("rows = tl.program_id(0) * BLOCK_M", "rows = tl.program_id(0) * "
+                                                  "BLOCK_M * 65536"), (_O_MASK, "out.to(O.dtype.element_ty))")],
+                                                 ("writes outside",)),
+    "keys counted backwards from the block's start": ([("cols = start + tl.arange(0, BLOCK_N)",
+                                                        "cols = start - 4096 * tl.arange(0, BLOCK_N)"),
+                                                       ("mask=cols[None, :] < S_K, other=0.0)", ")"),
+                                                       ("mask=cols[:, None] < S_K, other=0.0)", ")")],
+                                                      ("reads outside",)),
+    "a while loop that never advances": ([("for start in range(0, end, BLOCK_N):",
+                                           "start = 0\n    while start < end:  # forgot start += BLOCK_N")],
+                                         ("gave up",)),
+}
+
+
+@interpreter_only
+@pytest.mark.parametrize("label", FLASH_CRASHY)
+def test_flash_forward_survives_crash_prone_answers(label):
+    edits, words = FLASH_CRASHY[label]
+    source = edited_source(solutions.flash_forward, *edits)
+    assert_survives("check_flash_forward", source, "flash_forward", *words, time_limit_s=5)
