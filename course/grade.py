@@ -73,7 +73,16 @@ def expected_exercises(path: Path) -> list[str]:
 
 
 def _without_magics(source: str) -> str:
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    """The cell as Python: shell lines and cell magics dropped, a line magic's statement kept
+    (``%time check(f)`` -> ``check(f)``)."""
+    def python(line: str) -> str:
+        stripped = line.lstrip()
+        if stripped.startswith(("!", "%%")):
+            return ""
+        if stripped.startswith("%"):
+            return re.sub(r"^\s*%\w+\s*", "", line)
+        return line
+    return "\n".join(python(line) for line in source.splitlines())
 
 
 def _cell_error(cell) -> str | None:

@@ -7,6 +7,7 @@ import ast
 import contextlib
 import dataclasses
 import dis
+import functools
 import inspect
 import io
 import math
@@ -56,6 +57,7 @@ class NotAttempted(Exception):
 
 
 _VERDICTS: dict[str, Verdict] = {}  # the latest verdict of each exercise
+_CHECKING: str | None = None  # the exercise whose check is running
 CHECKS: dict[str, Callable] = {}  # exercise name -> its check, in the order the notebooks' modules define them
 
 
@@ -79,11 +81,12 @@ def exercise(name: str, what_to_write: str):
 
     def wrap(body: Callable[..., str]):
         def check(*args, **kwargs):
-            global _LAST
+            global _LAST, _CHECKING
             picture = None
             try:
                 if args and all(is_stub(a) for a in args):
                     raise NotAttempted
+                _CHECKING = name
                 with time_limit(TIME_LIMIT_S), bounds_checked(), warnings.catch_warnings():
                     # numpy's overflow and divide-by-zero warnings from a wrong kernel under the
                     # interpreter say nothing the verdict does not
@@ -96,11 +99,13 @@ def exercise(name: str, what_to_write: str):
                                   f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
             except Failed as failure:
                 verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
-            except OutOfBounds as stray:
+            except (OutOfBounds, UsesReference) as stray:
                 verdict = Verdict(name, "failed", str(stray))
             except TimedOut as timeout:
                 verdict = Verdict(name, "failed", f"the check gave up after {timeout.args[0]} s: does every loop in "
                                                   "your code end (a while loop must advance its counter)?")
+            finally:
+                _CHECKING = None
             _VERDICTS[name] = _LAST = verdict
             print(verdict.line)
             if picture is not None:
@@ -144,6 +149,11 @@ def time_limit(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+class UsesReference(BaseException):
+    """Raised when the learner's function calls the reference that :func:`yours_or_reference` handed out,
+    inside that exercise's own check (not an Exception, so no check's ``except Exception`` hides it)."""
 
 
 class OutOfBounds(BaseException):
@@ -441,7 +451,17 @@ def yours_or_reference(name: str, fn):
     if verdict is not None and verdict.passed:
         return fn
     print(f"(using the reference {name}: yours has not passed its check yet)")
-    return solutions.function(name)
+    reference = solutions.function(name)
+    if not inspect.isfunction(reference):  # a @triton.jit function: later cells launch it as it is
+        return reference
+
+    @functools.wraps(reference)
+    def borrowed(*args, **kwargs):
+        if _CHECKING == name:
+            raise UsesReference(f"{name} calls the reference solution (through exercises.yours_or_reference): "
+                                "that is the answer, not yours; write it yourself")
+        return reference(*args, **kwargs)
+    return borrowed
 
 
 def _no_hook(*args, **kwargs):
@@ -460,6 +480,7 @@ class launches(contextlib.AbstractContextManager):
         from triton.runtime.jit import JITFunction
 
         self.launched: list[tuple[object, int]] = []  # (kernel, programs) per launch
+        self.storages: set[int] = set()  # where the tensors given to the launches live
         self._patched = [JITFunction]
         try:
             from triton.runtime.interpreter import InterpretedFunction
@@ -474,6 +495,8 @@ class launches(contextlib.AbstractContextManager):
             def run(kernel, *args, grid, warmup, **kwargs):
                 if not warmup:
                     recorder.launched.append((kernel, programs_of(grid, args, kwargs, kernel)))
+                    recorder.storages.update(a.untyped_storage().data_ptr() for a in (*args, *kwargs.values())
+                                             if isinstance(a, torch.Tensor))
                 return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
             return run
 

@@ -49,6 +49,7 @@ class Run:
     past: list
     wrong: torch.Tensor  # bool per element: written but wrong
     inputs_changed: int | None
+    inputs_unread: list  # the inputs no kernel was given (torch computed with them instead)
 
 
 def run_once(call: Callable, reference: Callable, n_inputs: int, shape, dtype) -> Run:
@@ -70,8 +71,9 @@ def run_once(call: Callable, reference: Callable, n_inputs: int, shape, dtype) -
     written = ~torch.isnan(got)
     tol = 1e-5 * (1 + ref.abs())
     wrong = written & ((got - ref).abs() > tol)
+    unread = [i for i, x in enumerate(inputs) if seen.launched and x.untyped_storage().data_ptr() not in seen.storages]
     return Run(n, tuple(shape), seen.programs, [k for k, _ in seen.launched], returned_other, unwritten(out),
-                overwritten_guard(buffer, n), wrong, changed)
+               overwritten_guard(buffer, n), wrong, changed, unread)
 
 
 def element_picture(run: Run, title: str):
@@ -129,15 +131,21 @@ def run_elementwise(fn_name: str, call: Callable, reference: Callable, n_inputs:
     if crowded:
         raise Failed(f"{_with(crowded)} {fn_name} launched {crowded.programs} programs, one per element or more: each "
                       "program handles a whole block, so launch triton.cdiv(n, BLOCK_SIZE) of them")
-    other = next((r for r in runs_ if r.returned_other), None)
-    if other:
-        raise Failed(f"{fn_name} returned a new tensor: write the result into the `out` argument it is given "
-                      "(and return out, or nothing)")
     changed = next((r for r in runs_ if r.inputs_changed is not None), None)
     if changed:
         which = input_names[changed.inputs_changed]
         raise Failed(f"{which} was modified: a kernel must only write its output. Does a tl.store go to "
                       f"{which}'s pointer instead of out's?")
+    other = next((r for r in runs_ if r.returned_other), None)
+    if other:
+        raise Failed(f"{fn_name} returned a new tensor: write the result into the `out` argument it is given "
+                      "(and return out, or nothing)")
+    unread = next((r for r in runs_ if r.inputs_unread), None)
+    if unread:
+        names = " and ".join(input_names[i] for i in unread.inputs_unread)
+        raise Failed(f"{names} never reached a Triton kernel: {fn_name} computed with {names} in torch and gave "
+                      "the kernel the result. Pass the inputs themselves to the kernel and do all the arithmetic "
+                      "there: one kernel, one pass over memory, is the point")
     past = next((r for r in runs_ if r.past), None)
     if past:
         count = sum(b - a + 1 for a, b in past.past)
@@ -223,7 +231,9 @@ def check_axpy(axpy: Callable) -> str:
                  (lambda x, y, a=alpha: a * x, "y was not added"),
                  (lambda x, y, a=alpha: a * (x + y), "alpha multiplies the sum; it should multiply x alone"),
                  (lambda x, y, a=alpha: a * x + x, "x was loaded twice: load y from y_ptr")]
+        shapes = [(n,) for n in ELEMENTWISE_SIZES] + [(3, 333)]
         run_elementwise("axpy", lambda x, y, out, a=alpha: axpy(a, x, y, out),
-                           lambda x, y, a=alpha: a * x + y, 2, kernel_hint="@triton.jit axpy_kernel",
-                           input_names=("x", "y"), wrong_hints=hints, runtime_args=("alpha",))
-    return "right for two values of alpha at 5 odd sizes, nothing written out of bounds"
+                        lambda x, y, a=alpha: a * x + y, 2, kernel_hint="@triton.jit axpy_kernel",
+                        input_names=("x", "y"), wrong_hints=hints, runtime_args=("alpha",), shapes=shapes)
+    return (f"right for two values of alpha at {len(shapes)} sizes no block divides (one of them 2-D), nothing "
+            "written out of bounds")

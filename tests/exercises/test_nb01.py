@@ -88,6 +88,10 @@ AXPY_WRONG = {
     "x loaded twice": (_axpy(3), "load y from y_ptr"),
     "alpha on the sum": (_axpy(4), "multiply x alone"),
     "pure torch": (lambda a, x, y, out: out.copy_(a * x + y), "write it as a Triton kernel"),
+    "torch multiplies, the kernel adds": (lambda a, x, y, out: _axpy()(1.0, a * x, y, out),
+                                          "x never reached a Triton kernel"),
+    "1-D inputs only": (lambda a, x, y, out: _axpy_kernel[(triton.cdiv(x.shape[0], 256),)](
+        a, x, y, out, x.shape[0], BLOCK=256, MODE=0), "unwritten"),
     "a new tensor": (lambda a, x, y, out: _axpy()(a, x, y, out.clone()), "returned a new tensor"),
     "changes an input": (lambda a, x, y, out: (_axpy()(a, x, y, out), x.zero_()), "x was modified"),
     "a compile error": (lambda a, x, y, out: _axpy(block=100)(a, x, y, out), "power of 2"),
@@ -175,3 +179,13 @@ def test_axpy_check_survives_kernels_that_would_crash_or_hang(label):
     load_x, store, words = AXPY_CRASHES[label]
     cell = _AXPY_CELL.replace("LOAD_X", load_x).replace("STORE", store)
     assert_survives("check_axpy", cell, "axpy", words, time_limit_s=3)
+
+
+def test_the_reference_handed_out_by_yours_or_reference_is_refused_inside_its_check(capsys):
+    exercises.core._VERDICTS.pop("axpy", None)
+    reference = exercises.yours_or_reference("axpy", None)
+    verdict = quiet(exercises.check_axpy, lambda alpha, x, y, out: reference(alpha, x, y, out))
+    assert verdict.status == "failed" and "calls the reference solution" in verdict.message
+    out = torch.empty(8)
+    reference(2.0, torch.ones(8), torch.ones(8), out)  # outside the check it works, for the cells after
+    assert torch.equal(out.cpu(), torch.full((8,), 3.0))

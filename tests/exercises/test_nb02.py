@@ -57,6 +57,8 @@ def _relu(mode=0):
 
 
 RELU_WRONG = {
+    "the add in torch, the ReLU in the kernel": (lambda x, r, out: _relu(1)(x + r, torch.zeros_like(r), out),
+                                                 "never reached a Triton kernel"),
     "no relu": (_relu(1), "ReLU is missing"),
     "relu before the add": (_relu(2), "after the add"),
     "minimum": (_relu(3), "not minimum"),
