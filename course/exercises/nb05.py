@@ -8,8 +8,8 @@ import random
 
 import torch
 
-from course.exercises.core import Failed, exercise, require_function, user_error
-from course.exercises.nb04 import forbidden_call
+from course.exercises.core import Failed, exercise, plural, require_function, user_error
+from course.exercises.nb04 import forbidden_call, uses
 
 __all__ = ['check_wave_count', 'check_prune_configs']
 
@@ -26,6 +26,32 @@ def _waves(M, N, bm, bn, sms) -> tuple[int, int, int]:
     tiles = -(-M // bm) * -(-N // bn)
     count = -(-tiles // sms)
     return tiles, count, count * sms - tiles
+
+
+# Ways to count the tiles along one dimension, right and wrong: (x, block) -> count.
+_ALONG = {"rounded up": lambda x, b: -(-x // b), "rounded down": lambda x, b: x // b,
+          "plus one": lambda x, b: x // b + 1, "minus one": lambda x, b: (x - 1) // b}
+
+
+def _tiles_hint(tiles, M, N, bm, bn) -> str | None:
+    """What a wrong count of tiles most likely got wrong, from the usual ways to get it wrong; None if none."""
+    up = _ALONG["rounded up"]
+    if M != N and tiles == up(M, bm) * up(M, bn):
+        return "M is used for both dimensions: the tiles along N come from N (with block_n)"
+    if M != N and tiles == up(N, bm) * up(N, bn):
+        return "N is used for both dimensions: the tiles along M come from M (with block_m)"
+    ways = [(a, b) for a in _ALONG for b in _ALONG
+            if (a, b) != ("rounded up", "rounded up") and _ALONG[a](M, bm) * _ALONG[b](N, bn) == tiles]
+    used = {way for pair in ways for way in pair}
+    if any(set(pair) <= {"rounded up", "rounded down"} for pair in ways):
+        return None  # rounded down: the edge hints below say it
+    if ways and "plus one" in used:
+        return ("x // block + 1 rounds up only where block does not divide x; where it does (here "
+                f"{'M = ' + str(M) if M % bm == 0 else 'N = ' + str(N)}), it counts one tile too many")
+    if ways and "minus one" in used:
+        return ("(x − 1) // block is one tile short: it is the index of the last tile along that dimension, not the "
+                "number of tiles")
+    return None
 
 
 @exercise("wave_count", "Fill in the body of wave_count above: return (tiles, waves, idle SMs in the last wave)")
@@ -55,6 +81,9 @@ def check_wave_count(wave_count) -> str:
         if tuple(got) != want and sorted(got) == sorted(want) and len(set(want)) == 3:
             raise Failed(f"{call} returned the right numbers in another order: return (tiles, waves, idle)")
         if tiles != want[0]:
+            named = isinstance(tiles, numbers.Integral) and _tiles_hint(tiles, M, N, bm, bn)
+            if named:
+                raise Failed(f"{call} gives {tiles} tiles: {named}")
             edge = M % bm or N % bn
             area = -(-(M * N) // (bm * bn))
             hint = ("rounding up the whole area is not enough: a tile is whole or not at all in each "
@@ -66,6 +95,11 @@ def check_wave_count(wave_count) -> str:
             if isinstance(tiles, float) and not float(tiles).is_integer():
                 hint = "tiles come in whole numbers: divide with rounding up, per dimension"
             raise Failed(f"{call} gives {tiles} tiles: {hint}")
+        other_sms = _fixed_sms(want[0], count, idle, sms)
+        if other_sms and (count, idle) != want[1:]:
+            raise Failed(f"{call} gives {count} waves and {plural(idle, 'idle SM')}: that is the count for {other_sms} SMs, "
+                         f"whatever sms says (here {sms}): use the argument sms, the check tries GPUs with other SM "
+                         "counts")
         if count != want[1]:
             if count < want[1]:
                 hint = "the last, partial wave still takes a whole wave's time: round up"
@@ -82,8 +116,18 @@ def check_wave_count(wave_count) -> str:
             else:
                 hint = ("the last wave holds the tiles left after the full waves; the rest of the SMs in it "
                         "wait")
-            raise Failed(f"{call} gives {idle} idle SMs: {hint}")
+            raise Failed(f"{call} gives {plural(idle, 'idle SM')}: {hint}")
     return f"right on {len(_WAVE_CASES)} shapes"
+
+
+def _fixed_sms(tiles: int, count, idle, sms: int) -> int | None:
+    """The number of SMs other than ``sms`` (an H100's 132, or an A100's 108) that the learner's waves and
+    idle SMs are right for, if any."""
+    for other in (132, 108):
+        waves = -(-tiles // other)
+        if other != sms and count == waves and idle == waves * other - tiles:
+            return other
+    return None
 
 
 # --- 05 · exercise 2: which configurations are worth timing -------------------------------------------
@@ -146,12 +190,16 @@ class _Launch:
         """Which configurations the rule keeps, or (with ``mistake``) a rule with one step wrong."""
         element = {"a": self.dtype.itemsize, "c": self.out.itemsize, "two": 2, "one": 1}[mistake.get("element", "a")]
         stages = mistake.get("stages", "num_stages")
+        limit = _GPUS["H100"][0] if mistake.get("fixed_limit") else self.limit  # an H100's, whatever the GPU
+        sms = _GPUS["H100"][1] if mistake.get("fixed_sms") else self.sms
+        min_fill = 0.8 if mistake.get("fixed_fill") else self.min_fill
         fits, fill = [], []
         for bm, bn, bk, warps, num_stages in self.blocks:
-            per_stage = bm * bn if mistake.get("block") == "tile" else bm * bk + bk * bn
+            block = mistake.get("block")
+            per_stage = bm * bn if block == "tile" else bm * bk + bk * bn + (bm * bn if block == "C per stage" else 0)
             count = {"num_stages": num_stages, "none": 1, "num_warps": warps}[stages]
-            need = count * per_stage * element
-            fits.append(need < self.limit if mistake.get("strict_limit") else need <= self.limit)
+            need = count * per_stage * element + (bm * bn * element if block == "C once" else 0)
+            fits.append(need < limit if mistake.get("strict_limit") else need <= limit)
             along_m, along_n = (self.M, self.N) if mistake.get("dims") != "swapped" else (self.N, self.M)
             if mistake.get("tiles") == "floor":
                 tiles = max(along_m // bm, 0) * max(along_n // bn, 0)
@@ -159,14 +207,14 @@ class _Launch:
                 tiles = -(-(self.M * self.N) // (bm * bn))
             else:
                 tiles = -(-along_m // bm) * -(-along_n // bn)
-            waves = -(-tiles // self.sms)
+            waves = -(-tiles // sms)
             if mistake.get("fill") == "no waves":
-                value = tiles / self.sms
+                value = tiles / sms
             elif mistake.get("fill") == "last wave":
-                value = (tiles - (waves - 1) * self.sms) / self.sms
+                value = (tiles - (waves - 1) * sms) / sms
             else:
-                value = tiles / (waves * self.sms) if waves else 0.0  # no tile at all (tiles rounded down)
-            fill.append(value > self.min_fill if mistake.get("strict_fill") else value >= self.min_fill)
+                value = tiles / (waves * sms) if waves else 0.0  # no tile at all (tiles rounded down)
+            fill.append(value > min_fill if mistake.get("strict_fill") else value >= min_fill)
         if mistake.get("ignore") == "shared":
             fits = [True] * len(fits)
         if mistake.get("ignore") == "fill":
@@ -239,6 +287,26 @@ def _fill(M, N, bm, bn, sms) -> float:
     return tiles / (-(-tiles // sms) * sms)
 
 
+# The arguments that carry a GPU's numbers, and an H100's values of them, which a learner may write instead.
+_FIXED = {"fixed_limit": ("shared_limit", "227 KB of shared memory"), "fixed_sms": ("sms", "132 SMs"),
+          "fixed_fill": ("min_fill", "min_fill = 0.8")}
+
+
+def _fixed_mistakes() -> list:
+    """Rules that take one or more of an H100's numbers instead of the arguments, fewest first."""
+    import itertools
+
+    found = []
+    for k in (1, 2, 3):
+        for keys in itertools.combinations(_FIXED, k):
+            arguments = " and ".join(", ".join(_FIXED[key][0] for key in keys).rsplit(", ", 1))
+            numbers_ = " and ".join(", ".join(_FIXED[key][1] for key in keys).rsplit(", ", 1))
+            found.append((dict.fromkeys(keys, True),
+                          f"it uses an H100's {numbers_} instead of the argument{'s' if k > 1 else ''} {arguments}: "
+                          "take the GPU's numbers from the arguments, the check tries several GPUs and fills"))
+    return found
+
+
 # Mistakes of one step each, the hint for each; the first that explains every call the learner's
 # function answered gets its hint.
 _MISTAKES = [
@@ -255,6 +323,10 @@ _MISTAKES = [
                           "(named_args['a_ptr'].element_size())"),
     (dict(block="tile"), "the shared memory counts a BLOCK_M x BLOCK_N tile: a stage holds a BLOCK_M x BLOCK_K "
                          "block of A and a BLOCK_K x BLOCK_N block of B"),
+    (dict(block="C per stage"), "the shared memory adds a BLOCK_M x BLOCK_N tile of C to every stage: the stages "
+                                "hold blocks of A and B only (C's tile is the accumulator, kept in registers)"),
+    (dict(block="C once"), "the shared memory adds a BLOCK_M x BLOCK_N tile of C: only the stages of A and B sit in "
+                           "shared memory (C's tile is the accumulator, kept in registers)"),
     (dict(strict_limit=True), "a configuration that needs exactly shared_limit fits: keep it (at most the "
                               "limit, not below it)"),
     (dict(ignore="fill"), "it keeps configurations whose waves are less than min_fill full: drop those, "
@@ -333,10 +405,11 @@ def check_prune_configs(prune_configs) -> str:
     (``num_stages × (BLOCK_M·BLOCK_K + BLOCK_K·BLOCK_N) ×`` A's element size) is at most
     ``shared_limit`` and, of those, the ones whose waves are at least ``min_fill`` full (tiles /
     (waves × sms)); all that fit when none is. Tried on several GPUs, dtypes of 1, 2 and 4 bytes,
-    exact limits, and seeded random shapes."""
+    exact limits, and seeded random shapes. The course's counting helpers (``tiled.shared_bytes``,
+    ``tiled.waves``) may be used: the exercise is the pruning, and only the solution's is refused."""
     import inspect
 
-    from course import solutions, tiled
+    from course import solutions
 
     require_function("prune_configs", prune_configs, ("configs", "named_args", "shared_limit", "sms", "min_fill"))
     try:
@@ -355,12 +428,9 @@ def check_prune_configs(prune_configs) -> str:
         except TypeError:
             raise Failed("prune_configs takes no other keyword arguments, but autotune passes it the launch's too "
                          "(grid=..., warmup=...): end the signature with **kwargs") from None
-    helper = forbidden_call(prune_configs, [(tiled.shared_bytes, "the course's tiled.shared_bytes"),
-                                            (tiled.waves, "the course's tiled.waves"),
-                                            (solutions.prune_configs, "the solution")])
-    if helper:
-        raise Failed(f"prune_configs calls {helper}: work the shared memory and the waves out yourself "
-                     "(your wave_count from the exercise above is fine)")
+    if forbidden_call(prune_configs, [(solutions.prune_configs, "the solution")]):
+        raise Failed("prune_configs calls the solution's prune_configs, which is the answer: write the pruning "
+                     "yourself (tiled.shared_bytes, tiled.waves or your wave_count may do the counting)")
     launches = _launches()
     answered = []  # (launch, what the learner kept) for each call, until the first that is wrong
     for launch in launches:
@@ -383,20 +453,55 @@ def check_prune_configs(prune_configs) -> str:
         answered.append((launch, kept))
         want = launch.keep()
         if kept != want:
-            raise Failed(f"{call}: {_prune_hint(answered)}")
+            evidence = answered + _more_answers(prune_configs, launches[len(answered):])
+            raise Failed(f"{call}: {_prune_hint(answered, evidence, prune_configs)}")
     return (f"right on {len(launches)} calls: {len(_GPUS)} GPUs' limits, 1-, 2- and 4-byte dtypes, exact limits, "
             "and shapes no configuration fills")
 
 
-def _prune_hint(answered) -> str:
-    """What a wrong pruning most likely got wrong: the one-step mistake that explains every answer so
-    far, else the one that explains the wrong one, else the first configuration kept or dropped wrongly."""
+def _reads(fn, name: str) -> bool | None:
+    """Whether ``fn``'s source reads the variable ``name`` (None: no source to read)."""
+    import ast
+
+    return uses(fn, lambda n: isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+
+
+def _more_answers(prune_configs, launches) -> list:
+    """(launch, what the learner kept) for the calls after the first wrong one, as far as the learner's
+    function answers them properly: more evidence to tell its mistake from others that agree so far."""
+    more = []
+    for launch in launches:
+        configs = launch.configs()
+        try:
+            result = prune_configs(configs, launch.named_args(), shared_limit=launch.limit, sms=launch.sms,
+                                   min_fill=launch.min_fill, **_LAUNCH_KWARGS)
+            more.append((launch, _kept(result, list(configs), "")))
+        except Exception:  # Failed included: a malformed answer ends the evidence
+            break
+    return more
+
+
+def _prune_hint(answered, evidence=None, prune_configs=None) -> str:
+    """What a wrong pruning most likely got wrong: the one-step mistake (or an H100's numbers written in
+    place of arguments the function never reads) that explains every answer, the later calls' too, else
+    every answer up to the wrong one, else the wrong one; else the first configuration kept or dropped
+    wrongly."""
+    import ast
+
     launch, kept = answered[-1]
-    for everywhere in (True, False):
-        for mistake, hint in _MISTAKES:
-            calls = answered if everywhere else answered[-1:]
+    reads = {key: None if prune_configs is None else _reads(prune_configs, name) for key, (name, _) in _FIXED.items()}
+    fixed = [(mistake, hint) for mistake, hint in _fixed_mistakes() if all(reads[key] is not True for key in mistake)]
+    for calls in (evidence or answered, answered, answered[-1:]):
+        for mistake, hint in fixed + _MISTAKES:
             if all(launch_.keep(**mistake) == kept_ for launch_, kept_ in calls):
+                if mistake.get("element") == "two" and prune_configs is not None and uses(
+                        prune_configs, lambda n: isinstance(n, ast.Attribute) and n.attr == "shared_bytes"):
+                    hint += " (tiled.shared_bytes counts 2 unless told otherwise: pass it element_bytes)"
                 return hint
+    unread = [name for key, (name, _) in _FIXED.items() if reads[key] is False]
+    if unread:
+        return (f"it never reads {' and '.join(', '.join(unread).rsplit(', ', 1))}: the GPU's numbers reach the "
+                "function through its arguments, and the check tries several GPUs and fills")
     want = launch.keep()
     i = next(i for i, (k, w) in enumerate(zip(kept, want)) if k != w)
     fits = launch.shared(i) <= launch.limit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import dataclasses
 import inspect
 import textwrap
@@ -121,12 +122,24 @@ def _foreign(name: str, dotted: str, obj) -> str | None:
     return None
 
 
+# Triton's words for // on a float tile; core's hint for them is about indices, which these kernels divide
+# nowhere: here // met a float (a scale, a peak) that / divides.
+_FLOOR_DIVISION_OF_A_FLOAT = "unexpected type fp32"
+
+
 def _user_error(what: str, err: BaseException) -> Failed:
-    """:func:`core.user_error`, with a hint for a value that is None (a helper without ``return``)."""
+    """:func:`core.user_error`, with a hint for a value that is None (a helper without ``return``) and for
+    ``//`` on a float tile."""
     failure = user_error(what, err)
-    if "NoneType" in str(failure) and "hint:" not in str(failure):
-        failure = Failed(str(failure) + "\n  hint: a value is None: does every @triton.jit helper of yours end "
-                                        "with return?")
+    text = str(failure)
+    if _FLOOR_DIVISION_OF_A_FLOAT in text:
+        message = text.split("\n  hint:", 1)[0]
+        failure = Failed(message + "\n  hint: // is integer division, which Triton refuses on a float tile: the "
+                                   "values here are floats (a largest magnitude over 127 is no whole number), "
+                                   "so divide them with /")
+    elif "NoneType" in text and "hint:" not in text:
+        failure = Failed(text + "\n  hint: a value is None: does every @triton.jit helper of yours end "
+                                "with return?")
     return failure
 
 
@@ -140,14 +153,48 @@ def _user_error(what: str, err: BaseException) -> Failed:
 # for all of them, and a shortened constant shows: 0.0447 for 0.044715 is 81 units off, 0.79788 for
 # sqrt(2 / pi) 19.
 GELU_TOL = 2.0 ** -21
+# Up to this many units off, a formula of the right shape with a constant a little wrong (0.05 for 0.044715 is
+# 28000): "close". x * x for x^3 is 500000 units off, sqrt(2 pi) for sqrt(2 / pi) 3 million: not close.
+_CLOSE_UNITS = 1e5
 
-_FAR = (50.0, 100.0, 1e3, 1e4)
+# Far from 0, each sign: past 10^13, x^3 overflows float32 (to inf) and tanh's argument with it; 10^30 leaves
+# room for a sound formula's last products (0.5 * x * 2). A clamp of x anywhere below 10^30 shows.
+_FAR = (50.0, 100.0, 1e3, 1e4, 1e5, 1e10, 1e20, 1e30)
+_FAR_WORDS = "10^30"
+
+# Constants mistaken for sqrt(2 / pi) = 0.79788...: (the constant, its name).
+_WRONG_FACTORS = [(2.5066282746310002, "sqrt(2 pi)"), (1.2533141373155001, "sqrt(pi / 2)"),
+                  (0.3989422804014327, "1 / sqrt(2 pi)"), (0.45015815807855303, "sqrt(2) / pi"),
+                  (0.6366197723675814, "2 / pi"), (1.4142135623730951, "sqrt(2)"), (0.7071067811865476, "1 / sqrt(2)")]
+
+
+_SIXTEEN_BITS = "the values are rounded to 16 bits: keep the tile in float32 (the store converts it)"
+
+
+def _returns_a_tuple(fn) -> bool:
+    """Does ``fn`` itself (not a function inside it) return a tuple, ``return a, b``?"""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn))))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    body = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if body is None:
+        return False
+    todo, found = list(body.body), False
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            found = True
+        todo.extend(ast.iter_child_nodes(node))
+    return found
 
 
 @exercise("gelu", "Write the body of gelu above: the tanh approximation of GELU for a float32 tile x")
 def check_gelu(gelu) -> str:
     """Check a ``@triton.jit`` function ``gelu(x)``, the tanh approximation of GELU, at every 1/64 from -12
-    to 12 and far out to +-10^4 (each, in a kernel) to float32's rounding, then as the epilogue of
+    to 12 and far out to +-10^30 (each, in a kernel) to float32's rounding, then as the epilogue of
     ``epilogues.fused_linear_kernel``."""
     from course import epilogues
 
@@ -155,26 +202,41 @@ def check_gelu(gelu) -> str:
     borrowed = _borrowed("gelu", gelu)
     if borrowed:
         raise Failed(borrowed)
+    if _returns_a_tuple(gelu):
+        raise Failed("gelu returns a tuple: an epilogue turns the tile x into one tile, so return one tile, "
+                     "the GELU of x")
     near = torch.arange(-12 * 64, 12 * 64 + 1) / 64  # exact in float32; -3 .. -1 is where the constants show
     far = torch.tensor(_FAR)
     x = torch.cat([near, far, -far]).to(runtime.DEVICE)
     try:
         got = epilogues.apply(gelu, x).cpu().double()
     except Exception as err:
+        if "cannot convert (" in str(err):  # the interpreter storing a tuple of tiles (a helper's)
+            raise Failed("gelu returned a tuple of values: return one tile, the GELU of x") from None
         raise _user_error("applied to a tile, your gelu", err) from None
     xs = x.cpu().double()
     want = torch.nn.functional.gelu(xs, approximate="tanh")
 
+    n = len(near)
     bad = ~torch.isfinite(got)
     if bad.any():
+        if torch.isfinite(got[:n]).all() and close(got[:n], want[:n].half().double(), 1e-5):
+            raise Failed(_SIXTEEN_BITS + "; float16 ends at 65504, and past it gives inf")
         at = float(xs[bad][0])
         raise Failed(f"gelu({at:g}) is {float(got[bad][0])}: for large |x| an exp overflowed (to inf, and inf / inf "
                       "or inf - inf is nan). Build tanh from an exp that cannot overflow, and mind the sign")
     within = (got - want).abs() <= GELU_TOL * (xs.abs() + want.abs())
-    n = len(near)
     core = slice(0, n)
     if within[core].all() and not within[n:].all():
         worst = n + int(torch.nonzero(~within[n:])[0])
+        far_x, far_got = xs[n:], got[n:]
+        for k in torch.nonzero(~within[n:] & (far_x > 0)).flatten().tolist():  # the same value for another x
+            same = (far_got == far_got[k]) & (far_x != far_x[k]) & (far_x > 0)
+            if same.any():
+                raise Failed(f"right from -12 to 12, but gelu({float(far_x[k]):g}) and gelu({float(far_x[same][0]):g}) "
+                             f"are both {float(far_got[k]):.6g}: something in your gelu clamps x, or a value that "
+                             "the result follows. An accumulator can hold any float32 value, and the check tries up "
+                             f"to {_FAR_WORDS}: clamp nothing that changes the result")
         raise Failed(f"right from -12 to 12, but gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}: far from 0, "
                       "think about what tanh tends to and what your formula does with it")
     if not within.all():
@@ -186,21 +248,32 @@ def check_gelu(gelu) -> str:
         if close(got, torch.nn.functional.gelu(xs), 5e-6):
             raise Failed("this is the exact GELU, with erf; write the tanh approximation given above")
         if close(got, want.half().double(), 1e-5):
-            raise Failed("the values are rounded to 16 bits: keep the tile in float32 (the store converts it)")
+            raise Failed(_SIXTEEN_BITS)
         if close(got, 0.5 * xs * (1 + torch.tanh(0.7978845608028654 * xs)), 1e-3):
             raise Failed("the cubic term is missing: tanh's argument is sqrt(2 / pi) (x + 0.044715 x^3)")
         u = 0.7978845608028654 * (xs + 0.044715 * xs ** 3)
         if close(got, 0.5 * xs * (1 + torch.tanh(u.abs())), 1e-5):
             raise Failed("wrong for negative x: your tanh lost its sign. tanh is odd, tanh(-u) = -tanh(u): compute "
                           "it for |u| and restore the sign with tl.where")
+        if close(got, 0.5 * xs * (1 + torch.tanh(0.7978845608028654 * (xs + 0.044715 * xs * xs))), 1e-5):
+            raise Failed("the cubic term is x · x, a square: the formula has x³, x * x * x (odd, like x: negative "
+                         "for negative x)")
+        for factor, name in _WRONG_FACTORS:
+            if close(got, 0.5 * xs * (1 + torch.tanh(factor * (xs + 0.044715 * xs ** 3))), 1e-5):
+                raise Failed(f"tanh's argument is multiplied by {name} = {factor:.5g}: read the formula's factor "
+                             "again, sqrt(2 / pi)")
         off = (got - want).abs() / (GELU_TOL * (xs.abs() + want.abs())).clamp(min=1e-300)
         worst = int(torch.argmax(off))
-        if close(got, want, 1e-2):
+        units = float(off[worst]) * 8
+        if units <= _CLOSE_UNITS:
             raise Failed(f"close, but not GELU's tanh approximation: gelu({float(xs[worst]):g}) is "
-                          f"{float(off[worst]) * 8:.0f} units of float32's rounding off, where a sound formula stays "
+                          f"{units:.0f} units of float32's rounding off, where a sound formula stays "
                           "within 8. Check the constants to every digit (0.5, sqrt(2 / pi) = 0.7978845608..., "
                           "0.044715)")
-        raise Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}: not GELU's tanh approximation there")
+        raise Failed(f"gelu({float(xs[worst]):g}) is {float(got[worst]):.6g}: not GELU's tanh approximation there "
+                     f"(off by {abs(float(got[worst] - want[worst])):.2g}, far more than a constant short of a digit "
+                     "gives). Compare your formula with the one above, term by term: the powers of x, the "
+                     "constants, the signs")
     torch.manual_seed(0)
     a = (30 * torch.randn(50, 70)).half().to(runtime.DEVICE)  # a wide range of accumulator values
     w = torch.randn(40, 70).half().to(runtime.DEVICE)
@@ -216,7 +289,8 @@ def check_gelu(gelu) -> str:
     if not close(y, epilogues.reference(a, w, bias, "gelu"), 1e-5):
         raise Failed("right value by value, but wrong as an epilogue: gelu must work on a whole tile at once "
                       "(tl functions, no Python math on single values)")
-    return "right to float32's rounding from -10^4 to 10^4, and as the epilogue of a fused linear layer"
+    return (f"right to float32's rounding from -{_FAR_WORDS} to {_FAR_WORDS}, and as the epilogue of a fused "
+            "linear layer")
 
 
 # --- quantize_rows --------------------------------------------------------------------------------------------
@@ -337,7 +411,9 @@ def check_quantize_rows(quantize_rows_kernel) -> str:
     ``cdiv(M, BLOCK_M)`` programs: ``S[i] = max_j |X[i, j]| / 127`` (1 for an all-zero row) in float32 and
     ``Q[i, j] = round(X[i, j] / S[i])`` in int8, on ragged rows and columns, rows longer than BLOCK_N, hard
     values (all zero, an outlier, huge, tiny, all negative, ties), transposed and strided X, Q and S, and
-    seeded random shapes; the scales to 2 float32 steps, the int8 values exactly (either neighbour at a tie)."""
+    seeded random shapes; the scales to 2 float32 steps, the int8 values exactly (either neighbour at a tie).
+    An all-zero row divided by its largest magnitude, 0, is turned down: compiled, from its values (a clamp
+    makes the NaN -127); under the interpreter, whose NaN becomes 0, from the NaN converted to int8."""
     kernel = quantize_rows_kernel
     require_jit("quantize_rows_kernel", kernel, QUANTIZE_PARAMS, kind="kernel")
     borrowed = _borrowed("quantize_rows_kernel", kernel)
@@ -369,8 +445,10 @@ def _run_quantize_case(kernel, case: _Case) -> None:
     s_inside[1:1 + case.s_stride * M:case.s_stride] = True
     x_before = x_buf.clone()
     try:
-        kernel[(triton.cdiv(M, case.block_m),)](x, q, s, M, N, x.stride(0), x.stride(1), q.stride(0), q.stride(1),
-                                                s.stride(0), BLOCK_M=case.block_m, BLOCK_N=case.block_n)
+        with _nan_casts() as nans:
+            kernel[(triton.cdiv(M, case.block_m),)](x, q, s, M, N, x.stride(0), x.stride(1), q.stride(0),
+                                                    q.stride(1), s.stride(0), BLOCK_M=case.block_m,
+                                                    BLOCK_N=case.block_n)
     except Exception as err:
         raise _user_error(f"on {case.what}, your kernel", err) from None
     what = case.what
@@ -405,6 +483,57 @@ def _run_quantize_case(kernel, case: _Case) -> None:
                       "pass too" if later else ": every program stores all of its rows' values (masked, not "
                       "skipped)"))
     _diagnose_q(case, scale, got)
+    zero = torch.nonzero(values.float().abs().amax(dim=1) == 0).flatten()
+    if nans and len(zero):  # right values, but from a NaN that became 0 by chance (the interpreter's cast)
+        raise _divided_by_zero(case, int(zero[0]), "your kernel converted a NaN, from 0 / 0 (or 0 · inf), to "
+                                                   "int8 on this matrix: only this row makes one")
+
+
+@contextlib.contextmanager
+def _nan_casts():
+    """Under the interpreter, a list that gets an entry whenever a kernel launched inside the block converts a
+    float tile holding a NaN to an integer type; compiled on a GPU, nothing is watched (the list stays empty).
+
+    What a NaN becomes in int8 is not defined: the interpreter (numpy) gives 0, which for an all-zero row is
+    the right value, so a kernel that divides such a row by its largest magnitude, 0, would pass there; on a
+    GPU, tl.maximum drops a NaN (it keeps the other operand), and the clamp to [-127, 127] stores -127."""
+    import numpy as np
+
+    seen: list = []
+    if not runtime.INTERPRET:
+        yield seen
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    names = ("create_fp_to_si", "create_fp_to_ui")
+    saved = {name: builder.__dict__.get(name) for name in names}  # set on the instance by another guard, if any
+
+    def watched(original):
+        def cast(src, dst_type):
+            data = np.asarray(src.data)
+            if data.dtype.kind == "f" and np.isnan(data).any():
+                seen.append(dst_type)
+            return original(src, dst_type)
+        return cast
+
+    for name in names:
+        builder.__dict__[name] = watched(getattr(builder, name))
+    try:
+        yield seen
+    finally:
+        for name in names:
+            if saved[name] is None:
+                builder.__dict__.pop(name, None)  # back to the class's method
+            else:
+                builder.__dict__[name] = saved[name]
+
+
+def _divided_by_zero(case: _Case, i: int, seen: str) -> Failed:
+    """The ✗ for an all-zero row ``i`` divided by its largest magnitude, 0: ``seen`` says how it showed."""
+    return Failed(f"on {case.what}: {_row_words(case, i)}: {seen}. What a NaN becomes in int8 is not defined (0 "
+                  "under the interpreter; on a GPU tl.maximum drops a NaN, so a clamp gives -127). Never divide "
+                  "by this row's largest magnitude, 0: divide by its scale, which is 1 here")
 
 
 def _where_stray(q, stray: torch.Tensor, case: _Case) -> str:
@@ -540,6 +669,9 @@ def _diagnose_q(case: _Case, scale: torch.Tensor, got: torch.Tensor) -> None:
         return
     i, j = (int(k) for k in torch.nonzero(~ok)[0])
     where = f"on {case.what}"
+    if float(peak[i, 0]) == 0:
+        raise _divided_by_zero(case, i, f"q[{i}, {j}] is {int(got[i, j])} for x = 0, as a NaN from 0 / 0 (or "
+                                        "0 · inf) may become")
 
     def matches(base, rule) -> bool:
         """Does ``rule`` applied to ``base`` (or to ``base`` moved by float32's rounding, either way) give every

@@ -278,17 +278,26 @@ def _quads(offsets):
     return offsets * 2 // 16 % 8
 
 
-def _swizzle_picture(places, chunks, first, title):
+def _swizzle_picture(places, chunks, first, title, passes=False):
     import torch
 
     from course import plots
 
+    # The 32 rows a warp reads run across, the row's chunks down: 32 rows of 2 to 16 chunks drawn upright would
+    # be a strip many times taller than wide, its numbers too small to read.
     rows = slice(first, first + 32)
-    quads = _quads(_tile(places, chunks)[rows, ::CHUNK])
-    return plots.category_maps({title: quads}, categories=8, label="banks",
-                               names=[f"banks {4 * q}-{4 * q + 3}" for q in range(8)],
-                               numbers={title: torch.tensor(places)[rows]},
-                               xlabel="chunk (16 bytes) of the row; number: its place", ylabel=f"row - {first}")
+    quads = _quads(_tile(places, chunks)[rows, ::CHUNK]).T
+    fig = plots.category_maps({title: quads}, categories=8, label="banks",
+                              names=[f"banks {4 * q}-{4 * q + 3}" for q in range(8)],
+                              numbers={title: torch.tensor(places)[rows].T},
+                              xlabel="row of the tile; number: the place of the chunk in its row",
+                              ylabel="chunk")
+    ax = fig.axes[0]
+    ax.set_xticks(range(0, 32, 4), [str(first + k) for k in range(0, 32, 4)])
+    ax.set_yticks(range(chunks))
+    for edge in range(8, 32, 8) if passes else ():  # a column's passes: 8 lanes, one row each
+        ax.axvline(edge - 0.5, color="black", linewidth=1.5)
+    return fig
 
 
 def _same_banks(rows, quads) -> tuple:
@@ -374,7 +383,8 @@ def check_bank_swizzle(swizzle) -> str:
                     raise Failed(f"for {width}, a warp reading chunk {chunk} of rows {first}-{first + 31} (16 bytes a "
                                   f"lane) takes {passes} passes, {LEAST} at least: rows {a} and {b} put that chunk in "
                                   "the same 4 banks, and they are served in the same pass (8 lanes, 128 bytes)",
-                                  _swizzle_picture(places, chunks, first, f"yours, {width}: colour = banks"))
+                                  _swizzle_picture(places, chunks, first, f"yours, {width}: colour = banks; "
+                                                   "lines: the warp's passes, 8 rows each", passes=True))
         step = max(1, 32 // chunks)  # rows one warp reads whole
         for first in range(0, ROWS, step):
             lane = list(range(32))

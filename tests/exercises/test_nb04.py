@@ -107,6 +107,20 @@ def average_counts(pid_m, pid_n, sms):
     return [(sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs))] * len(pairs)
 
 
+def float_counts(pid_m, pid_n, sms):  # floats that are whole: cell 12 would then fail on :2d
+    rows, cols = pid_m.tolist(), pid_n.tolist()
+    return [(len(set(rows[s:s + sms])) / 1, len(set(cols[s:s + sms])) / 1) for s in range(0, len(rows), sms)]
+
+
+def the_whole_launch(pid_m, pid_n, sms):
+    return [(len(set(pid_m.tolist())), len(set(pid_n.tolist())))]
+
+
+def one_wave_short_on_one_sm(pid_m, pid_n, sms):
+    rows, cols = pid_m.tolist(), pid_n.tolist()
+    return [(len(set(rows[s:s + sms])), len(set(cols[s:s + sms]))) for s in range(0, len(rows) - 1, sms)]
+
+
 def forgets_return(pid_m, pid_n, sms):
     rows, cols = pid_m.tolist(), pid_n.tolist()
     [(len(set(rows[s:s + sms])), len(set(cols[s:s + sms]))) for s in range(0, len(rows), sms)]
@@ -130,6 +144,11 @@ WAVE_BLOCKS_WRONG = {  # label: (wave_blocks, words its message must contain)
     "B off by one": (_per_wave(lambda r, c: (len(set(r)), len(set(c)) - 1)), "B column blocks is not"),
     "A off by one": (_per_wave(lambda r, c: (len(set(r)) + 1, len(set(c)))), "A row blocks is not"),
     "averages": (average_counts, "whole numbers"),
+    "whole floats": (float_counts, "the counts must be ints, not floats"),
+    "pid_m for A and B": (_per_wave(lambda r, c: (len(set(r)), len(set(r)))), "B's counts are A's"),
+    "pid_n for A and B": (_per_wave(lambda r, c: (len(set(c)), len(set(c)))), "A's counts are B's"),
+    "the whole launch as one pair": (the_whole_launch, "one pair for the whole launch"),
+    "one wave short on one SM": (one_wave_short_on_one_sm, "on 1 SM: one pair per wave"),
     "calls tiled.wave_footprint": (calls_wave_footprint, "calls tiled.wave_footprint"),
     "calls tiled.waves_footprint": (calls_waves_footprint, "calls tiled.waves_footprint"),
     "calls the solution": (calls_the_solution, "calls the solution"),
@@ -149,6 +168,22 @@ def test_wave_blocks_each_wrong_answer_gets_its_own_message():
     assert_wrong_answers_named(exercises.check_wave_blocks, WAVE_BLOCKS_WRONG,
                                same_mistake=("a set of tensor elements", "distinct tiles for both",
                                              "every program counted"))
+
+
+def test_wave_blocks_blames_a_set_of_tensors_only_where_no_tolist_was_used():
+    for made_ints in (distinct_tiles, _per_wave(lambda r, c: (len(r), len(c)))):
+        verdict = quiet(exercises.check_wave_blocks, made_ints)
+        assert "not the programs" in verdict.message and "set()" not in verdict.message, verdict.line
+
+
+def test_wave_blocks_no_message_speaks_of_sorting_where_nothing_was_sorted():
+    for label in ("pid_m for A and B", "pid_n for A and B"):
+        assert "sort" not in quiet(exercises.check_wave_blocks, WAVE_BLOCKS_WRONG[label][0]).message, label
+
+
+def test_wave_blocks_no_message_says_1_sms():
+    for answer, _ in WAVE_BLOCKS_WRONG.values():
+        assert "1 SMs" not in quiet(exercises.check_wave_blocks, answer).message
 
 
 def with_torch_unique(pid_m, pid_n, sms):
@@ -218,11 +253,26 @@ ORDER_WRONG = {  # label: (edits of course.tiled.grouped_tile, words its message
                          (_ROW, "pid_n = first_m + (pid % tiles_per_group) % group_m"),
                          (_COLUMN, "pid_m = (pid % tiles_per_group) // group_m")],
                         "consecutive programs go down the GROUP_M rows"),
-    "one-based tiles": ([("return pid_m, pid_n", "return pid_m + 1, pid_n")], "pid_m must stay below num_pid_m"),
+    "one-based tiles": ([("return pid_m, pid_n", "return pid_m + 1, pid_n")], "tiles are numbered from 0"),
     "the last group's columns": ([(_COLUMN, "pid_n = (pid % tiles_per_group) // GROUP_M")],
                                  "check how pid_m and pid_n follow from the position"),
     "the group of the row": ([("group = pid // tiles_per_group", "group = pid // num_pid_n")],
-                             "outside the grid"),
+                             "pid's row in row-major order, not its group"),
+    # the old Triton tutorial's form: right but in a short last group that starts at an id no multiple of its
+    # height (5 x 3 and 5 x 7 with GROUP_M = 3)
+    "pid % h in the last group": ([(_ROW, "pid_m = first_m + pid % group_m")],
+                                  "(pid % the programs per group) % height, in the last group too"),
+    "the group as pid // GROUP_M": ([("group = pid // tiles_per_group", "group = pid // GROUP_M")],
+                                    "pid // GROUP_M is not the group of pid"),
+    "groups of GROUP_M x num_pid_m": ([(_FIRST, "tiles_per_group = GROUP_M * num_pid_m")],
+                                      "not GROUP_M × num_pid_m"),
+    "the column from pid": ([(_COLUMN, "pid_n = pid // group_m")], "pid_n counts from program 0"),
+    "tl.program_id inside": ([(_FIRST, "pid = tl.program_id(0)\n    " + _FIRST)], "calls tl.program_id"),
+    "tl.num_programs inside": ([(_FIRST, "tiles_per_group = tl.num_programs(0) // num_pid_m * GROUP_M")],
+                               "calls tl.num_programs"),
+    "a wrong bound, no division": ([("group_m = tl.minimum(num_pid_m - first_m, GROUP_M)",
+                                     "group_m = tl.minimum(num_pid_m - first_m, GROUP_M) + 1")],
+                                   "what each division and remainder of yours divides by"),
 }
 
 
@@ -262,6 +312,30 @@ def test_grouped_tile_each_wrong_answer_gets_its_own_message(tmp_path):
         def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
             return tiled.swizzled_tile(pid, num_pid_m, num_pid_n, GROUP_M)
         """, "grouped_tile"), "calls the course's tiled.swizzled_tile")
+    # tl.program_id read in a helper of another module: ast does not see it, the loop of tile ids does
+    (tmp_path / "elsewhere.py").write_text(textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def which_program(pid):
+            return tl.program_id(0)
+        """))
+    table["the program id from a helper elsewhere"] = (_module(tmp_path, "from_elsewhere", """
+        import sys
+        sys.path.insert(0, %r)
+        from elsewhere import which_program
+
+
+        @triton.jit
+        def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+            pid = which_program(pid)
+            tiles_per_group = GROUP_M * num_pid_n
+            first_m = pid // tiles_per_group * GROUP_M
+            group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+            return first_m + (pid %% tiles_per_group) %% group_m, (pid %% tiles_per_group) // group_m
+        """ % str(tmp_path), "grouped_tile"), "called with tile ids from a loop")
     table["solutions.grouped_tile"] = (_module(tmp_path, "the_solution", """
         @triton.jit
         def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
@@ -270,6 +344,13 @@ def test_grouped_tile_each_wrong_answer_gets_its_own_message(tmp_path):
     assert_wrong_answers_named(exercises.check_grouped_tile, table,
                                same_mistake=("tl.swizzle2d", "swizzle2d imported by name", "swizzle2d in a helper",
                                              "tiled.grouped_tile", "solutions.grouped_tile"))
+
+
+def test_grouped_tile_hints_at_integer_division_only_where_a_true_division_was_written(tmp_path):
+    for i, label in enumerate(("the group as pid // GROUP_M", "groups of GROUP_M x num_pid_m", "the column from pid",
+                               "a wrong bound, no division")):
+        wrong = variant(tmp_path, f"no_div_{i}", solutions.grouped_tile, *ORDER_WRONG[label][0])
+        assert "integer division" not in quiet(exercises.check_grouped_tile, wrong).message, label
 
 
 def test_grouped_tile_correct_alternatives_pass(tmp_path):

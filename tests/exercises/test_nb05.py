@@ -76,6 +76,16 @@ WAVES_WRONG = {
     "a string": (lambda M, N, bm, bn, sms: "4, 1, 0", "return three numbers"),
     "wrong signature": (lambda M, N, block, sms: (0, 0, 0), "must take 5 arguments"),
     "raises": (_waves(tiles=lambda M, N, bm, bn: math.ceil(M / bm) * math.ceil(N / bn) + [][0]), "IndexError"),
+    "M for both dimensions": (_waves(tiles=lambda M, N, bm, bn: -(-M // bm) * -(-M // bn)),
+                              "M is used for both dimensions"),
+    "N for both dimensions": (_waves(tiles=lambda M, N, bm, bn: -(-N // bm) * -(-N // bn)),
+                              "N is used for both dimensions"),
+    "x // block + 1": (_waves(tiles=lambda M, N, bm, bn: (M // bm + 1) * (N // bn + 1)),
+                       "counts one tile too many"),
+    "(x - 1) // block": (_waves(tiles=lambda M, N, bm, bn: ((M - 1) // bm) * ((N - 1) // bn)),
+                         "one tile short"),
+    "132 SMs whatever sms says": (_waves(waves=lambda t, sms: -(-t // 132), idle=lambda t, sms: (-t) % 132),
+                                  "that is the count for 132 SMs"),
 }
 
 
@@ -98,6 +108,12 @@ def with_math_ceil(M, N, block_m, block_n, sms):  # its variable waves is not th
 def with_numpy(M, N, block_m, block_n, sms):
     tiles = int(np.ceil(M / block_m) * np.ceil(N / block_n))
     return [tiles, -(-tiles // sms), (-tiles) % sms]
+
+
+def test_wave_count_misdiagnoses_of_the_review_are_gone():
+    for label in ("M for both dimensions", "(x - 1) // block", "x // block + 1", "132 SMs whatever sms says"):
+        message = quiet(exercises.check_wave_count, WAVES_WRONG[label][0]).message
+        assert "round up" not in message and "with block_m) and along N" not in message, (label, message)
 
 
 def test_wave_count_correct_alternatives_pass():
@@ -176,13 +192,42 @@ def no_kwargs(configs, named_args, shared_limit, sms, min_fill):
     return list(configs)
 
 
-def calls_shared_bytes(configs, named_args, shared_limit, sms, min_fill, **kwargs):
-    return [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages) <= shared_limit]
+def shared_bytes_of_two_bytes(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    """tiled.shared_bytes without element_bytes: 2 bytes whatever the dtype."""
+    fit = [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages) <= shared_limit]
+    full = [c for c in fit if tiled.waves(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)["efficiency"]
+            >= min_fill]
+    return full or fit
 
 
-def calls_waves(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+def fill_only_with_tiled_waves(configs, named_args, shared_limit, sms, min_fill, **kwargs):
     return [c for c in configs if tiled.waves(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)["efficiency"]
             >= min_fill]
+
+
+def _pruned(configs, named_args, bound, count, least):
+    size = named_args["a_ptr"].element_size()
+    fit = [c for c in configs if c.num_stages * (lambda bm, bn, bk: bm * bk + bk * bn)(*_blocks(c)) * size <= bound]
+    tiles = lambda c: -(-named_args["M"] // _blocks(c)[0]) * -(-named_args["N"] // _blocks(c)[1])  # noqa: E731
+    full = [c for c in fit if tiles(c) / (-(-tiles(c) // count) * count) >= least]
+    return full or fit
+
+
+# Right for an H100 only: its numbers written in, not read from the arguments.
+def h100_numbers(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return _pruned(configs, named_args, 227 * 1024, 132, 0.8)
+
+
+def h100_shared_limit(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return _pruned(configs, named_args, 227 * 1024, sms, min_fill)
+
+
+def h100_sms(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return _pruned(configs, named_args, shared_limit, 132, min_fill)
+
+
+def fill_of_0_8(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    return _pruned(configs, named_args, shared_limit, sms, 0.8)
 
 
 def calls_the_prune_solution(configs, named_args, shared_limit, sms, min_fill, **kwargs):
@@ -225,9 +270,19 @@ PRUNE_WRONG = {  # label: (prune_configs, words its message must contain)
     "lower-case names": (lower_case_names, "named_args holds the kernel's arguments by name"),
     "other parameter names": (other_names, "by these names"),
     "no **kwargs": (no_kwargs, "end the signature with **kwargs"),
-    "calls tiled.shared_bytes": (calls_shared_bytes, "calls the course's tiled.shared_bytes"),
-    "calls tiled.waves": (calls_waves, "calls the course's tiled.waves"),
-    "calls the solution": (calls_the_prune_solution, "calls the solution"),
+    "tiled.shared_bytes without element_bytes": (shared_bytes_of_two_bytes, "pass it element_bytes"),
+    "the fill alone, with tiled.waves": (fill_only_with_tiled_waves, "whatever shared memory they need"),
+    "calls the solution": (calls_the_prune_solution, "calls the solution's prune_configs"),
+    "an H100's three numbers": (h100_numbers, "instead of the arguments shared_limit, sms and min_fill"),
+    "an H100's shared memory": (h100_shared_limit, "227 KB of shared memory instead of the argument shared_limit"),
+    "an H100's SMs": (h100_sms, "132 SMs instead of the argument sms"),
+    "min_fill written in": (fill_of_0_8, "min_fill = 0.8 instead of the argument min_fill"),
+    "a tile of C in every stage": (_pruner(shared=lambda c, size: (lambda bm, bn, bk: c.num_stages * (bm * bk + bk * bn
+                                                                                              + bm * bn) * size)(
+        *_blocks(c))), "adds a BLOCK_M x BLOCK_N tile of C to every stage"),
+    "a tile of C once": (_pruner(shared=lambda c, size: (lambda bm, bn, bk: (c.num_stages * (bm * bk + bk * bn)
+                                                                             + bm * bn) * size)(*_blocks(c))),
+                         "the shared memory adds a BLOCK_M x BLOCK_N tile of C: only"),
     "wrong signature": (lambda configs, named_args: configs, "must take 5 arguments"),
 }
 
@@ -238,7 +293,16 @@ def test_prune_configs_reference_passes_and_the_stub_is_not_attempted():
 
 
 def test_prune_configs_each_wrong_answer_gets_its_own_message():
-    assert_wrong_answers_named(exercises.check_prune_configs, PRUNE_WRONG)
+    assert_wrong_answers_named(exercises.check_prune_configs, PRUNE_WRONG,
+                               same_mistake=("shared memory ignored", "the fill alone, with tiled.waves"))
+
+
+def test_prune_configs_misdiagnoses_of_the_review_are_gone():
+    """Written-in H100 numbers are not blamed on the tile counted, nor a tile of C on num_warps."""
+    for label in ("an H100's three numbers", "an H100's shared memory", "an H100's SMs", "min_fill written in"):
+        message = quiet(exercises.check_prune_configs, PRUNE_WRONG[label][0]).message
+        assert "BLOCK_M x BLOCK_N tile" not in message and "H100's" in message, (label, message)
+    assert "num_warps" not in quiet(exercises.check_prune_configs, PRUNE_WRONG["a tile of C in every stage"][0]).message
 
 
 def with_own_wave_count(configs, named_args, shared_limit, sms, min_fill, **kwargs):
@@ -263,7 +327,23 @@ def largest_first(configs, named_args, shared_limit, sms, min_fill, **kwargs):
     return sorted(kept, key=lambda c: -c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])
 
 
+def with_the_course_helpers(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    """tiled.shared_bytes and tiled.waves, as the notebook uses them: the counting, not the pruning."""
+    size = named_args["a_ptr"].element_size()
+    fit = [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages, element_bytes=size) <= shared_limit]
+    full = [c for c in fit
+            if tiled.waves(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)["efficiency"] >= min_fill]
+    return full or fit
+
+
+def the_same_list_when_all_are_kept(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    kept = _pruner()(configs, named_args, shared_limit, sms, min_fill)
+    return configs if len(kept) == len(configs) else kept
+
+
 ALTERNATIVES = {
+    "tiled.shared_bytes with element_bytes, and tiled.waves": with_the_course_helpers,
+    "the list given, unchanged, when every configuration is kept": the_same_list_when_all_are_kept,
     "own wave_count, B's size, a product instead of a quotient, a tuple": with_own_wave_count,
     "largest tiles first": largest_first,
     "tiles / waves / sms": _pruner(fill=lambda t, sms: t / -(-t // sms) / sms),

@@ -69,6 +69,14 @@ GELU_WRONG = {  # label: (edits of solutions.stable_tanh and solutions.gelu, wor
                            _importing("SQRT_2_OVER_PI = 0.7978845608028654")], "tl.constexpr"),
     "a helper without return": ([("    return tl.where(u < 0, -t, t)", "    t = tl.where(u < 0, -t, t)")],
                                 "end with return"),
+    # the learner review's (issue 31)
+    "x * x for x cubed": ([(_GELU, _GELU.replace("0.044715 * x * x * x", "0.044715 * x * x"))],
+                          "the cubic term is x · x"),
+    "sqrt(2 pi) for sqrt(2 / pi)": ([(_GELU, _GELU.replace("0.7978845608028654", "2.5066282746310002"))],
+                                    "multiplied by sqrt(2 pi)"),
+    "a tuple returned": ([(_GELU, "return " + _GELU[len("return "):] + ", x")], "return one tile"),
+    "x clamped to 10^4": ([(_GELU, "x = tl.minimum(tl.maximum(x, -10000.0), 10000.0)\n    " + _GELU)], "clamps x"),
+    "x clamped to 10^20": ([(_GELU, "x = tl.minimum(tl.maximum(x, -1e20), 1e20)\n    " + _GELU)], "clamps x"),
 }
 
 
@@ -85,6 +93,28 @@ def test_every_wrong_gelu_gets_its_own_message(tmp_path):
     table["the course's epilogues.gelu itself"] = (epilogues.gelu, "the course's own epilogues.gelu")
     assert_wrong_answers_named(exercises.check_gelu, table,
                                same_mistake=("overflowing tanh", "overflow past 12"))
+
+
+def test_gelu_messages_call_close_only_what_is_close(tmp_path):
+    """A constant short of digits is "close"; a square for a cube or sqrt(2 pi), hundreds of thousands of
+    float32 steps off, is not."""
+    for label in ("x * x for x cubed", "sqrt(2 pi) for sqrt(2 / pi)", "a sign"):
+        kernel = variant(tmp_path, "gelu_far_off", (solutions.stable_tanh, solutions.gelu), *GELU_WRONG[label][0])
+        message = quiet(exercises.check_gelu, kernel).message
+        assert "close" not in message and "Check the constants" not in message, (label, message)
+    kernel = variant(tmp_path, "gelu_short", (solutions.stable_tanh, solutions.gelu),
+                     *GELU_WRONG["0.0447 for 0.044715"][0])
+    assert "close, but" in quiet(exercises.check_gelu, kernel).message
+
+
+@pytest.mark.skipif(not runtime.INTERPRET, reason="the interpreter's words for a stored tuple")
+def test_a_tuple_from_a_helper_of_gelu_is_named(tmp_path):
+    kernel = variant(tmp_path, "gelu_pair", (solutions.stable_tanh, solutions.gelu),
+                     ("@triton.jit\ndef gelu",
+                      "@triton.jit\ndef _pair(x):\n    return x, x\n\n\n@triton.jit\ndef gelu"),
+                     (_GELU, "return _pair(x)"))
+    message = quiet(exercises.check_gelu, kernel).message
+    assert "return one tile" in message and "array(" not in message, message
 
 
 GELU_RIGHT = {  # label: edits of the reference that keep it right
@@ -184,6 +214,11 @@ QUANTIZE_WRONG = {  # label: (edits of solutions.quantize_rows_kernel, words its
     "libdevice.rint": ([(_ROUND, "q = libdevice.rint(x.to(tl.float32) / scale[:, None])"),
                         _imports("from triton.language.extra import libdevice")], "libdevice"),
     "a global 127": ([(_SCALE, _SCALE.replace("127.0", "QMAX")), _imports("QMAX = 127.0")], "tl.constexpr"),
+    # the learner review's (issue 31): 0 / 0 on the all-zero row, then clamped. The interpreter's tl.maximum keeps
+    # the NaN and numpy makes it 0 in int8, the right value; a GPU's drops it and stores -127. Named either way.
+    "x * 127 / peak, a zero peak divided": ([(_ROUND, "q = tl.floor(x.to(tl.float32) * 127.0 / peak[:, None] + 0.5)")],
+                                            "Never divide by this row's largest magnitude, 0"),
+    "peak // 127": ([(_SCALE, "scale = tl.where(peak > 0, peak // 127, 1.0)")], "divide them with /"),
 }
 
 
@@ -199,6 +234,32 @@ def test_every_wrong_quantization_gets_its_own_message(tmp_path):
     table["no @triton.jit"] = (solutions.quantize_rows_kernel.fn, "did you forget @triton.jit")
     table["not a kernel"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_quantize_rows, table)
+
+
+def test_floor_division_of_a_float_is_not_told_to_use_floor_division(tmp_path):
+    kernel = variant(tmp_path, "quantize_floordiv", solutions.quantize_rows_kernel, *QUANTIZE_WRONG["peak // 127"][0])
+    message = quiet(exercises.check_quantize_rows, kernel).message
+    assert "use integer division" not in message and "not /" not in message, message
+
+
+@interpreter_only  # compiled, a NaN converted to int8 without a clamp may well store 0: nothing shows it there
+def test_a_zero_peak_divided_without_a_clamp_is_caught_under_the_interpreter(tmp_path):
+    kernel = variant(tmp_path, "quantize_nan", solutions.quantize_rows_kernel,
+                     (_ROUND, "q = tl.floor(x.to(tl.float32) * 127.0 / peak[:, None] + 0.5)"),
+                     ("q = tl.minimum(tl.maximum(q, -127.0), 127.0)", "q = q"))
+    verdict = quiet(exercises.check_quantize_rows, kernel)
+    assert not verdict.passed and "converted a NaN" in verdict.message, verdict.line
+
+
+def test_the_nan_watch_leaves_the_interpreter_as_it_was(tmp_path):
+    if not runtime.INTERPRET:
+        pytest.skip("the watch is the interpreter's")
+    from triton.runtime import interpreter
+
+    kernel = variant(tmp_path, "quantize_nan_watch", solutions.quantize_rows_kernel,
+                     *QUANTIZE_WRONG["x * 127 / peak, a zero peak divided"][0])
+    quiet(exercises.check_quantize_rows, kernel)
+    assert not {"create_fp_to_si", "create_fp_to_ui"} & set(vars(interpreter.interpreter_builder))
 
 
 QUANTIZE_RIGHT = {  # label: edits of the reference that keep it right
@@ -237,6 +298,8 @@ def _one_row(x_ptr, q_ptr, s_ptr, N, sx, sq, BLOCK_N: tl.constexpr):
 
 """ + _KERNEL)],
     "a comment naming torch.round": [(_ROUND, "# torch.round would do this outside a kernel\n        " + _ROUND)],
+    "0 / 0 computed, but dropped by tl.where": [(_ROUND, "q = tl.where(peak[:, None] > 0, tl.floor(x.to(tl.float32) "
+                                                         "* 127.0 / peak[:, None] + 0.5), 0.0)")],
 }
 
 

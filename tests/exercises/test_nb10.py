@@ -263,9 +263,16 @@ def test_bank_swizzle_conflicts_come_with_a_picture_of_the_banks():
     core.show = shown.append
     try:
         quiet(exercises.check_bank_swizzle, SWIZZLE_WRONG["a phase every row on narrow rows"][0])
+        quiet(exercises.check_bank_swizzle, lambda row, chunk, chunks: chunk ^ (row % 2) if chunks == 2
+              else chunk ^ (row // max(1, 8 // chunks)) % min(chunks, 8))  # conflicts on 32-byte rows only
     finally:
         core.show = original
-    assert len(shown) == 1
+    assert len(shown) == 2
+    for fig in shown:  # rows of 4 and of 2 chunks: 32 rows drawn across, readable (the review: 655 x 3851 px)
+        width, height = fig.get_size_inches()
+        assert width > 2 * height and height <= 6, (width, height)
+        labels = [ax.get_xlabel() + ax.get_ylabel() for ax in fig.axes]
+        assert not any(" - " in label for label in labels), labels
     plt.close("all")
 
 
