@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import inspect
 import io
 import math
@@ -19,11 +20,13 @@ from course import runtime
 from course.exercises.core import (
     Failed,
     NotAttempted,
+    OutOfBounds,
     compiles_for_a_gpu,
     exercise,
     is_stub,
     launches,
     plural,
+    programs_of,
     require_function,
     require_jit,
     user_error,
@@ -45,8 +48,9 @@ def check_mode_choice(choose_mode) -> str:
     chosen is scored by its recorded speed over the best recorded mode's (the persistent kernel's
     speed where the record has none for the mode: it does not apply there), within 3 % counting as a
     tie. Passes at a geometric mean of at least 0.99 and at least 0.90 on every row, for a rule that
-    neither calls course.gemm's own choice nor the reference, reads no record and names no shape, and
-    returns a mode for any shape."""
+    neither calls course.gemm's own choice nor the reference, reads no record and names no shape,
+    returns a mode for any shape, and decides as the waves do at eight shapes near the record's
+    (``_NEAR_THE_RECORD``, tile (128, 256)), where a rule that copies the record's shapes does not."""
     from course import records
 
     require_function("choose_mode", choose_mode, ("M", "N", "K", "tile"))
@@ -84,6 +88,8 @@ def check_mode_choice(choose_mode) -> str:
                       f"losses: {losses}")
     for M, N, K, tile in _shapes_beyond_the_record():  # a rule, not a fit: any product gets a mode
         _mode_of(choose_mode, M, N, K, tile, beyond=True)
+    for what, M, N, K in _NEAR_THE_RECORD:  # ... and the waves' mode where the waves leave no doubt
+        _follows_the_waves(choose_mode, what, M, N, K)
     hits = sum(s[0] == 1.0 for s in scored)
     outside = "; ".join(f"{s[1]['name']}: {s[2]!r} at {s[0]:.2f} of {s[4]!r}"
                         for s in sorted(scored, key=lambda s: s[0]) if s[0] < 1.0)
@@ -101,6 +107,72 @@ def _shapes_beyond_the_record():
     drawn = [(rng.randint(1, 20000), rng.randint(1, 30000), rng.randint(1, 30000), rng.choice(tiles))
              for _ in range(20)]
     return fixed + drawn
+
+
+# Shapes the record does not hold, near its own, asked with the Triton kernel's big tile, (128, 256): a rule that
+# names the record's shapes (by ranges, remainders or a table of sizes) gives them the mode it gives everything it
+# does not know, where a rule that follows the waves decides them as it decides the record's. The first five leave
+# the last of 1 to 3 waves of Triton tiles 45 % idle or more, where the Gluon kernel's best tile fills its waves
+# (1537, 1664 and 3100 cubed have idle last waves too, but Gluon tiles that fill under 90 %, where the record lets a
+# rule doubt them); the last three fill their waves, where the Gluon kernel is the slower one.
+_NEAR_THE_RECORD = (
+    ("a square just under the record's 1536", 1473, 1473, 1473),
+    ("a square between the record's 2048 and 3072", 2111, 2111, 2111),
+    ("Llama-3 8B's qkv projection at 384 tokens", 384, 6144, 4096),
+    ("Llama-3 8B's o projection at 1152 tokens", 1152, 4096, 4096),
+    ("Llama-3 70B's qkv projection at 1000 tokens", 1000, 10240, 8192),
+    ("a square between the record's 1536 and 2048", 1856, 1856, 1856),
+    ("Llama-3 8B's qkv projection at 1408 tokens", 1408, 6144, 4096),
+    ("Llama-3 70B's o projection at 960 tokens", 960, 8192, 8192),
+)
+_NEAR_TILE = (128, 256)
+
+
+def _waves(M, N, tile=_NEAR_TILE, sms=132):
+    """The wave arithmetic of the exercise's text: the Triton tiles, their waves and how full the last one
+    is, and the same for the Gluon kernel's best tile (``gluon_gemm.tile_choices``)."""
+    from course import gluon_gemm
+
+    tiles = -(-M // tile[0]) * -(-N // tile[1])
+    (gluon_tile, swap), *_ = gluon_gemm.tile_choices(M, N, sms)
+    gluon_tiles = gluon_gemm.tiles(M, N, swap, gluon_tile)
+    return tiles, -(-tiles // sms), ((tiles - 1) % sms + 1) / sms, ((gluon_tiles - 1) % sms + 1) / sms
+
+
+def _sensible_modes(M, N, tile=_NEAR_TILE):
+    """The modes the waves allow for an M x N output, ties included; None where they leave it open.
+    At 1 to 3 waves whose last one is at most 60 % full (an idle part costs about 1 / waves of the run: 13 % or
+    more) and Gluon tiles that fill at least 90 % of theirs: the Gluon kernel, or past one wave a split of the
+    last one, the tail split's or Stream-K's (the record has them at 0.97 and 0.92 of Gluon at 512 x 10240 x
+    8192); the persistent kernel pays for the idle SMs, and at one wave there is no tail to split and Stream-K,
+    which then splits every tile, is slower still (0.66 against Gluon's 0.90 at 1536 cubed). Where the last wave
+    is 90 % full or more and Gluon's tiles fill theirs worse: any mode but the Gluon kernel, which is the slower
+    one where the waves are full (notebook 10); Stream-K and the tail split have next to nothing to split."""
+    tiles, waves, last, gluon_last = _waves(M, N, tile)
+    if waves <= 3 and last <= 0.6 and gluon_last >= 0.9:
+        return {"gluon", "tail", "streamk"} if tiles > 132 else {"gluon"}
+    if last >= 0.9 and gluon_last < last:
+        return {"persistent", "streamk", "tail"}
+    return None
+
+
+def _follows_the_waves(choose_mode, what, M, N, K) -> None:
+    """A ✗ for a mode the waves rule out at a shape near the record's (its tile: ``_NEAR_TILE``)."""
+    sensible = _sensible_modes(M, N)
+    mode = _mode_of(choose_mode, M, N, K, _NEAR_TILE, beyond=True)
+    if sensible is None or mode in sensible:
+        return
+    tiles, waves, last, _ = _waves(M, N)
+    if "gluon" in sensible:
+        why = (f"there {tiles} Triton tiles of 128 x 256 make {plural(waves, 'wave')} of 132, the last only "
+               f"{last:.0%} full, and the Gluon kernel's best tile fills its waves")
+    else:
+        why = (f"there {tiles} Triton tiles of 128 x 256 fill their {plural(waves, 'wave')} of 132 (the last "
+               f"{last:.0%} full), where the Gluon kernel is the slower one")
+    raise Failed(f"choose_mode({M}, {N}, {K}, {_NEAR_TILE}), {what} (not in the record), returned {mode!r}: your "
+                  f"rule does not follow the waves off the record: {why}. A rule that names the record's shapes (by "
+                  "ranges, remainders or a table of sizes) fits its rows, not the waves: decide from the tile counts "
+                  "and how full the last wave is")
 
 
 def _mode_of(choose_mode, M, N, K, tile, beyond=False) -> str:
@@ -252,9 +324,16 @@ _FFN_PARAMS = ("X", "W", "B", "H", "M", "N", "K", "stride_xm", "stride_xk", "str
 # The kernel's blocks in the check: non-square, at least 16 (tl.dot on a GPU), K's the smallest.
 _BM, _BN, _BK, _PROGRAMS = 16, 32, 16, 3
 
-# float32's unit roundoff times a few roundings: the GELU of an exact float32 pre-activation is that close
-# (tanh's form takes about ten operations). A constant of GELU's written with too few digits is not.
+# float32's unit roundoff times a few roundings, relative to the larger of |H| and 1: where a wrong result that
+# the check diagnoses (a rounding to 16 bits, a wrong view) lies, and how close it comes.
 _F32_TOL = 32 * torch.finfo(torch.float32).eps
+# H's tolerance, per element, as notebook 08's gelu check derives it: |H - GELU(pre)| <= 2^-21 (|pre| + |GELU(pre)|).
+# The pre-activation is exact (exact inputs, exact float32 sums), so all the error is the GELU's: a dozen float32
+# operations, each rounding by 2^-24 of its result, reach H through 0.5 x (1 + tanh), which cancels for negative x.
+# A sound formula stays within 1 unit of 2^-24 (|pre| + |H|) under the interpreter, 3 with a GPU's tl.exp; 8 units
+# leave room, and a constant short of digits shows where the constants matter, |pre| near 1: 0.79788 for
+# sqrt(2 / pi) is 15 to 19 units off at -1.25 .. -0.75, 0.0447 for 0.044715 hundreds.
+_GELU_TOL = 2.0 ** -21
 # float16's unit roundoff (2^-11) for rounding h, once more for rounding y, twice that for the products' sums
 _F16_TOL = 4 * 2.0 ** -11
 
@@ -268,11 +347,13 @@ def _gelu64(x):
 def check_feed_forward(ffn_up_kernel, feed_forward) -> str:
     """Check ``ffn_up_kernel`` (the signature of ``solutions.ffn_up_kernel``), ``H = gelu(X @ W.T + B)``
     with bias and GELU (tanh form) in the epilogue, launched by the check with 16 x 32 x 16 tiles on 3
-    programs: one tile, whole tiles, ragged M, N and K, large pre-activations, every operand strided
-    (the output too), exact inputs so the result must be float32-exact; then ``feed_forward(x, w1, b1,
-    w2, b2)``, ``gelu(x @ w1.T + b1) @ w2.T + b2`` in float16, at one token, a ragged strided batch and a
-    random shape, against float64: exactly two kernels (the learner's, then a GEMM with its bias), no
-    torch arithmetic, no course helper that does it all."""
+    programs: one tile, whole tiles, ragged M, N and K, large pre-activations, pre-activations near +-1,
+    every operand strided (the output too), exact inputs so the result must be float32-exact (within
+    notebook 08's gelu tolerance); then ``feed_forward(x, w1, b1, w2, b2)``, ``gelu(x @ w1.T + b1) @
+    w2.T + b2`` in float16, at one token, a ragged strided batch and a random shape, against float64:
+    the first launch of the kernel checked before it runs (tensors, h's dtype and shape, sizes, strides,
+    EVEN_K, programs against NUM_SMS), exactly two kernels (the learner's, then a GEMM with its bias), no
+    torch arithmetic, fill or copy, no course helper that does it all."""
     require_jit("ffn_up_kernel", ffn_up_kernel, _FFN_PARAMS, kind="kernel")
     require_function("feed_forward", feed_forward, ("x", "w1", "b1", "w2", "b2"))
     _not_the_course_kernel(ffn_up_kernel)
@@ -293,9 +374,9 @@ def check_feed_forward(ffn_up_kernel, feed_forward) -> str:
         x = torch.empty(64, 64, dtype=torch.float16)
         compiles_for_a_gpu(ffn_up_kernel, x, x, x[0], x, 64, 64, 64, 64, 1, 64, 1, 1, 64, 1, BLOCK_M=32, BLOCK_N=32,
                             BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
-    return (f"ffn_up_kernel is float32-exact on {len(cases)} cases (ragged, strided, large pre-activations), and "
-            f"feed_forward matches float64 on {len(shapes)} shapes with two kernels each: yours, with bias and GELU "
-            "in its epilogue, and the second GEMM with its bias")
+    return (f"ffn_up_kernel is float32-exact on {len(cases)} cases (ragged, strided, large and near-±1 "
+            f"pre-activations), and feed_forward matches float64 on {len(shapes)} shapes with two kernels each: yours, "
+            "with bias and GELU in its epilogue, and the second GEMM with its bias")
 
 
 def _not_the_course_kernel(kernel) -> None:
@@ -346,6 +427,8 @@ def _kernel_cases():
                                 ("whole tiles, two per program (48 x 64 x 32)", 48, 64, 32, ""),
                                 ("ragged M, N and K (37 x 45 x 40)", 37, 45, 40, ""),
                                 ("large pre-activations (|x W^T + b| up to 60, 16 x 32 x 16)", 16, 32, 16, "large"),
+                                ("pre-activations near -1 and 1, where GELU's constants show (16 x 32 x 16)", 16, 32,
+                                 16, "near one"),
                                 ("every operand strided: X column-major, W's rows 2K apart, B every 3rd element, "
                                  "H column-major (33 x 40 x 24)", 33, 40, 24, "strided")):
         g = torch.Generator().manual_seed(M * 1009 + N * 31 + K)
@@ -353,6 +436,9 @@ def _kernel_cases():
         if kind == "large":
             b[0::4], b[1::4] = 40.0, -40.0  # x W^T within +-16 of it
             x = _exact((M, K), 32, g)
+        if kind == "near one":  # x W^T within +-0.3 of b; three columns in four below 0, where 1 + tanh cancels
+            b = torch.tensor([-1.0, -1.25, -0.75, 1.0], dtype=torch.float16).repeat(N // 4)
+            x = _exact((M, K), 64, g, -8, 8)
         x, w, b = x.to(dev), w.to(dev), b.to(dev)
         buffer = torch.full((M * N + 2 * (M + N + K) * 16,), float("nan"), device=dev)
         h = buffer[:M * N].view(M, N)  # the rest of the buffer catches stores past H
@@ -388,7 +474,12 @@ def _run_kernel_case(kernel, what, x, w, b, h, buffer) -> None:
         _launch_up(kernel, x, w, b, h)
     except Exception as err:
         raise user_error(f"on {what}, your kernel", err) from None
-    if not torch.isnan(buffer[M * N:]).all():
+    past = torch.nonzero(~torch.isnan(buffer[M * N:].cpu())).flatten() + M * N
+    if len(past):
+        if set(past.tolist()) <= _unmasked_offsets(h):
+            raise Failed(f"on {what}: the kernel stored past H's last row or column, where the last, partial tiles "
+                          "reach: mask the store to rows < M and columns < N (a plain tl.store needs mask=, an output "
+                          "view masks to the sizes it is given)")
         raise Failed(f"on {what}: the kernel stored past the end of H: H's output view is M x N (M rows, N columns) "
                       "with H's strides, stride_hm and stride_hn")
     xd, wd, bd = x.double().cpu(), w.double().cpu(), b.double().cpu()
@@ -400,7 +491,7 @@ def _run_kernel_case(kernel, what, x, w, b, h, buffer) -> None:
         raise Failed(f"on {what}: nothing was stored into H: for every tile of the schedule, reduce it over K, "
                       "apply the epilogue and store it through an output view of H")
     if missing.any() and not (torch.isnan(out) & (pre.abs() > 10)).any():
-        _diagnose_holes(what, missing)
+        _diagnose_holes(what, missing, x, w, b, h)
     if not torch.isfinite(out).all():
         large = ~torch.isfinite(out) & (pre.abs() > 10)
         if large.any():
@@ -409,14 +500,58 @@ def _run_kernel_case(kernel, what, x, w, b, h, buffer) -> None:
                           "(0, 1] (notebook 08's stable_tanh)")
         raise Failed(f"on {what}: H holds NaN or inf where the right answer is finite: mask the loads of the last, "
                       "partial tiles (other=0), and check what each view reads")
-    if _within(out, ref, _F32_TOL):
+    if _gelu_within(out, ref, pre):
         return
     _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out)
 
 
-def _diagnose_holes(what, missing) -> None:
+def _gelu_off(out, ref, pre):
+    """Each element's distance from the reference in units of float32's rounding, 2^-24 (|pre| + |ref|)."""
+    return (out.detach().double().cpu() - ref).abs() / (2.0 ** -24 * (pre.abs() + ref.abs())).clamp(min=1e-300)
+
+
+def _gelu_within(out, ref, pre) -> bool:
+    """Every element of H within ``_GELU_TOL`` of GELU(pre), as notebook 08's check has it."""
+    if out.shape != ref.shape or not torch.isfinite(out).all():
+        return False
+    return bool((_gelu_off(out, ref, pre) <= _GELU_TOL / 2.0 ** -24).all())
+
+
+def _unmasked_offsets(h) -> set:
+    """The offsets from H's first element that the check's tiles reach with H's own strides, past H's last
+    row or column: where an unmasked store (or one masked a row or a column too far) lands."""
+    M, N = h.shape
+    rows = torch.arange(-(-M // _BM) * _BM)[:, None]
+    cols = torch.arange(-(-N // _BN) * _BN)[None, :]
+    outside = (rows >= M) | (cols >= N)
+    return set((rows * h.stride(0) + cols * h.stride(1))[outside].tolist())
+
+
+def _strides_that_store(missing, x, w, b, h):
+    """``(strides, whose)``: a pair of strides other than H's whose M x N view of H's memory reaches exactly
+    the elements of H that were stored, and the tensors it belongs to ("" for none); None if no such pair."""
+    M, N = missing.shape
+    K = x.shape[1]
+    own = tuple(h.stride())
+    offsets = torch.arange(M)[:, None] * own[0] + torch.arange(N)[None, :] * own[1]
+    stored = set(offsets[~missing].tolist())
+    named = {"X's strides": tuple(x.stride()), "W's strides": tuple(w.stride()),
+             "W's strides the wrong way round": tuple(w.stride())[::-1],
+             "X's strides the wrong way round": tuple(x.stride())[::-1], "H's strides the wrong way round": own[::-1]}
+    values = sorted({*x.stride(), *w.stride(), b.stride(0), *own, M, N, K, 1})
+    for pair in [*named.values(), *((a, c) for a in values for c in values)]:
+        if pair == own:
+            continue
+        reached = torch.arange(M)[:, None] * pair[0] + torch.arange(N)[None, :] * pair[1]
+        if set(reached.flatten().tolist()) & set(offsets.flatten().tolist()) == stored:
+            return pair, " or ".join(k for k, v in named.items() if v == pair)
+    return None
+
+
+def _diagnose_holes(what, missing, x, w, b, h) -> None:
     """A ✗ for elements of H never stored: whole tiles (one per program: no loop over the program's tiles),
-    or parts of tiles (the sizes given to the schedule or the output view)."""
+    parts of tiles (the sizes given to the schedule or the output view), or the elements another pair of
+    strides reaches (the output view built with another tensor's strides)."""
     M, N = missing.shape
     tiles_m, tiles_n = -(-M // _BM), -(-N // _BN)
 
@@ -435,6 +570,13 @@ def _diagnose_holes(what, missing) -> None:
             cols.any() and torch.equal(missing, cols[None, :].expand_as(missing)):
         raise Failed(f"on {what}: whole rows or columns of H were never stored: check the sizes you give "
                       "ScheduleContext and the output view (M rows, N columns, K the shared dimension)")
+    wrong = _strides_that_store(missing.cpu(), x, w, b, h)
+    if wrong is not None:
+        (sm, sn), whose = wrong
+        raise Failed(f"on {what}: {int(missing.sum())} of {M * N} elements of H were never stored, and the stores "
+                      f"that were made land where strides ({sm}, {sn}){f' ({whose})' if whose else ''} put "
+                      "them, not H's: build H's output view (or the store's addresses) from H's own strides, "
+                      "stride_hm and stride_hn")
     raise Failed(f"on {what}: {int(missing.sum())} of {M * N} elements of H were never stored: take every tile that "
                   f"ScheduleContext.persistent_tile_range gives this program (the check runs "
                   f"{plural(_PROGRAMS, 'program')}) and store all of it")
@@ -482,8 +624,12 @@ def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
         if alt is not None and not _within(alt, ref, _F32_TOL) and _within(out, alt, 2 * _F32_TOL):
             raise Failed(f"on {what}: {message}")
     if _within(out, ref, 2.0 ** -9):
-        raise Failed(f"on {what}: right to about three digits, where float32 allows six: is one of GELU's constants "
-                      "short of digits (write them in full), or a step computed in 16 bits?")
+        off = _gelu_off(out, ref, pre)
+        worst = int(torch.argmax(off))
+        raise Failed(f"on {what}: close to GELU, but {float(off.flatten()[worst]):.0f} units of float32's rounding off "
+                      f"at a pre-activation of {float(pre.flatten()[worst]):.4g}, where a sound formula stays within "
+                      f"{_GELU_TOL / 2.0 ** -24:.0f}: is one of GELU's constants short of digits (write each in full), "
+                      "or a step computed in 16 bits?")
     if "strided" in what:  # right on every contiguous case before it
         raise Failed(f"on {what}: wrong values, where the contiguous cases were right: build each view from the "
                       "stride arguments you are given (stride_xm, stride_xk, stride_wn, stride_wk, stride_b, "
@@ -530,10 +676,11 @@ def _block_shapes():
 
 
 # torch calls a host function may make: sizes, strides, views, empty outputs. Anything else that makes new
-# values (or changes them in place) is a pass over memory the block should not need.
-_ALLOCATE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-             "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "new_ones"}
-_IN_PLACE_OK = {"zero_", "fill_"}
+# values (or changes them in place) is a pass over memory the block should not need: a tensor filled with zeros
+# (or ones, or any value) too, a kernel of torch's on a GPU before the learner's overwrites every element.
+_ALLOCATE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+_FILLS = {"zeros", "zeros_like", "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "new_ones", "zero_",
+          "fill_"}
 _PRODUCTS = {"matmul", "mm", "bmm", "addmm", "addmv", "mv", "linear", "einsum", "__matmul__", "__rmatmul__",
              "baddbmm", "addbmm", "dot", "tensordot", "inner", "outer", "chain_matmul"}
 _COPIES = {"contiguous", "clone", "copy_", "to", "float", "half", "bfloat16", "double", "type", "reshape",
@@ -566,8 +713,10 @@ class _TorchSpy(torch.overrides.TorchFunctionMode):
             return result
         if name in _PRODUCTS:
             self.calls.append((name, "product"))
-        elif name in _ALLOCATE or name in _IN_PLACE_OK:
+        elif name in _ALLOCATE:
             pass
+        elif name in _FILLS:
+            self.calls.append((name, "fill"))
         elif name.endswith("_") or (name.startswith("__i") and name not in ("__index__", "__int__", "__iter__")):
             self.calls.append((name, "copy" if name == "copy_" else "in place"))
         elif isinstance(result, torch.Tensor) and not self._shares_memory(result, args, kwargs):
@@ -621,9 +770,18 @@ def _run_block(kernel, feed_forward, what, M, d, hidden, strided) -> None:
     x, w1, b1, w2, b2 = inputs = _block_inputs(M, d, hidden, strided)
     kept = [t.clone() for t in inputs]
     spy = _TorchSpy()
-    with launches() as seen, spy:
+    # feed_forward's first launch of the kernel is checked before it runs: a wrong stride or size would send
+    # the kernel (which passed on its own) past h, and on a GPU nothing stops it
+    first_launch = functools.partial(_check_launch, what, kernel, x=x, w1=w1, b1=b1)
+    with launches() as seen, spy, _launches_of(kernel, first_launch):
         try:
             y = feed_forward(*inputs)
+        except OutOfBounds:  # a launch the first one's check does not see sent a kernel astray
+            raise Failed(f"on {what}: ffn_up_kernel passed on its own: check feed_forward's launches (each tensor, "
+                          "then its sizes and its own strides, in the kernel's order): a kernel launched inside "
+                          "feed_forward reached outside the tensors it was given") from None
+        except Failed:  # the first launch's check, through the learner's code
+            raise
         except Exception as err:
             raise user_error(f"on {what}, feed_forward", err) from None
     names = [n for n, _ in seen.kernels]
@@ -644,6 +802,10 @@ def _run_block(kernel, feed_forward, what, M, d, hidden, strided) -> None:
             raise Failed(f"on {what}: feed_forward changes a tensor in place with torch ({_torch_name(name)}): a pass "
                           "over memory of its own. Leave the inputs as they are; bias and GELU belong in "
                           "ffn_up_kernel's epilogue, and b2 in the second GEMM's (bias=)")
+        if kind == "fill":
+            raise Failed(f"on {what}: feed_forward fills a tensor with torch ({_torch_name(name)}): on a GPU that is a "
+                          "kernel of its own, a pass over memory that ffn_up_kernel overwrites anyway (it stores every "
+                          "element of h): torch.empty is the allocation")
         if kind == "copy":
             raise Failed(f"on {what}: feed_forward copies or converts a tensor with torch ({_torch_name(name)}) on "
                           "every call: the kernels read any strides (pass views such as w2.T as they are), and h is "
@@ -699,6 +861,91 @@ def _run_block(kernel, feed_forward, what, M, d, hidden, strided) -> None:
     raise Failed(f"on {what}: y is wrong, where ffn_up_kernel passed on its own: check feed_forward's launch (x's and "
                   "w1's strides in the kernel's order, stride_xm, stride_xk, stride_wn, stride_wk; N is the hidden "
                   "size and K the width d; EVEN_K from your BLOCK_K) and the second GEMM (h @ w2.T + b2)")
+
+
+@contextlib.contextmanager
+def _launches_of(kernel, check_first=None):
+    """``(args, kwargs, grid)`` of each launch of ``kernel`` inside the block (through its own ``run``, which
+    ``kernel[grid](...)`` calls, so a class-wide hook such as ``launches`` still sees it); ``check_first(calls)``
+    runs before the first launch does."""
+    calls: list = []
+    if not hasattr(kernel, "run") or "run" in vars(kernel):
+        yield calls
+        return
+
+    def run(*args, grid, warmup, **kwargs):
+        if not warmup:
+            calls.append((args, kwargs, grid))
+            if len(calls) == 1 and check_first is not None:
+                check_first(calls)
+        return type(kernel).run(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+
+    kernel.run = run
+    try:
+        yield calls
+    finally:
+        del kernel.run
+
+
+def _check_launch(what, kernel, calls, x, w1, b1) -> None:
+    """A ✗ naming what is wrong in feed_forward's first launch of ``kernel`` (which passed on its own): the
+    tensors, h's dtype and shape, the sizes, each tensor's strides, EVEN_K, and the programs against NUM_SMS."""
+    if not calls:
+        return
+    args, kwargs, grid = calls[0]
+    named = {**dict(zip(getattr(kernel, "arg_names", ()), args)), **kwargs}
+    M, d = x.shape
+    hidden = w1.shape[0]
+    launch = f"on {what}: ffn_up_kernel passed on its own: check feed_forward's launch"
+
+    def number(name):
+        try:
+            return int(named[name])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    X, W, B, H = (named.get(n) for n in "XWBH")
+    for given, want, label in ((X, x, "X"), (W, w1, "W"), (B, b1, "B")):
+        if not isinstance(given, torch.Tensor) or given.data_ptr() != want.data_ptr() or given.shape != want.shape:
+            raise Failed(f"{launch}: its {label} is not {dict(X='x', W='w1', B='b1')[label]}: the kernel takes x, w1, "
+                          "b1 and h, in that order (X, W, B, H), as they are")
+    if not isinstance(H, torch.Tensor):
+        raise Failed(f"{launch}: its H is {type(H).__name__}: pass h, the (M, hidden) tensor the kernel fills")
+    if H.dtype != x.dtype:
+        raise Failed(f"{launch}: h is {str(H.dtype).replace('torch.', '')}: allocate h in x's dtype "
+                      f"({str(x.dtype).replace('torch.', '')}); the kernel's store converts its float32 tile to h's "
+                      "dtype, and the second GEMM takes h and w2 in one dtype")
+    if tuple(H.shape) != (M, hidden):
+        raise Failed(f"{launch}: h is {' x '.join(map(str, H.shape))}, not M x hidden = {M} x {hidden}")
+    sizes = tuple(number(n) for n in "MNK")
+    if sizes != (M, hidden, d):
+        raise Failed(f"{launch}: its M, N, K are {', '.join(map(str, sizes))}, where x is {M} x {d} and w1 {hidden} x "
+                      f"{d}: M is x's rows, N the hidden size (w1's rows), K the width d, in that order")
+    for names, tensor, label in ((("stride_xm", "stride_xk"), x, "x"), (("stride_wn", "stride_wk"), w1, "w1"),
+                                 (("stride_b",), b1, "b1"), (("stride_hm", "stride_hn"), H, "h")):
+        given = tuple(number(n) for n in names)
+        own = tuple(tensor.stride())
+        if all(g == o for g, o, size in zip(given, own, tensor.shape) if size > 1):  # a size-1 axis: any stride
+            continue
+        how = "the wrong way round" if given == own[::-1] else f"not {label}'s, {own}"
+        raise Failed(f"{launch}: {', '.join(names)} are {given if len(given) > 1 else given[0]}, {how}: each stride "
+                      "argument comes from its own tensor, in the kernel's order")
+    block_m, block_n, block_k, num_sms = (number(n) for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_SMS"))
+    if named.get("EVEN_K") and block_k and d % block_k:
+        raise Failed(f"{launch}: EVEN_K is True, but d = {d} is no multiple of BLOCK_K = {block_k}: the last step of K "
+                      "would read past x's and w1's rows unmasked. EVEN_K tells whether K % BLOCK_K == 0")
+    if not (block_m and block_n and num_sms):
+        return
+    programs = programs_of(grid, args, kwargs, kernel)
+    tiles = -(-M // block_m) * -(-hidden // block_n)
+    if programs > num_sms and num_sms < tiles:
+        raise Failed(f"{launch}: {plural(programs, 'program')} with NUM_SMS = {num_sms}: program pid takes tiles pid, "
+                      "pid + NUM_SMS, ..., so the programs past NUM_SMS compute tiles that others compute too. Each "
+                      "program its own tiles: launch as many programs as NUM_SMS")
+    if programs < min(num_sms, tiles):
+        raise Failed(f"{launch}: {plural(programs, 'program')} with NUM_SMS = {num_sms}: program pid takes tiles pid, "
+                      "pid + NUM_SMS, ..., so the tiles of the programs never launched are never computed: launch as "
+                      "many programs as NUM_SMS")
 
 
 def _normwise(out, ref) -> float:
