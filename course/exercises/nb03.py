@@ -334,6 +334,22 @@ def _calls(kernel, *names) -> bool:
                for node in ast.walk(tree))
 
 
+def _torch_call(kernel) -> str | None:
+    """``"torch.matmul"`` when the kernel's source (its helpers' included) calls a function of torch."""
+    try:
+        tree = ast.parse(source_of(kernel))
+    except SyntaxError:
+        return None
+    scope = getattr(getattr(kernel, "fn", kernel), "__globals__", {})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            obj = resolve(node.func, scope)
+            if obj is torch or module_of(obj).split(".")[0] == "torch" or \
+                    (obj is None and ast.unparse(node.func).split(".")[0] == "torch"):
+                return ast.unparse(node.func)
+    return None
+
+
 # --- replaying a kernel in torch -------------------------------------------------------------------
 
 def _gather(flat: torch.Tensor, offsets: torch.Tensor, mask: torch.Tensor):
@@ -437,6 +453,7 @@ class _TModel:
     sizes: tuple = ("BLOCK_M", "BLOCK_N")  # a tile's rows, columns
     load_mask: tuple | None = ("M", "N")  # bounds of rows and columns (None: no mask)
     store_mask: tuple | None = ("M", "N")
+    rounding: torch.dtype | None = None  # the dtype the tile passes through on its way (a 16-bit store)
 
 
 _T_RIGHT = _TModel()
@@ -459,16 +476,27 @@ _T_MODELS = [
             "view; take its strides from stride_om and stride_on", store=(1, "M")),
     _TModel("the store ignores stride_on: out's columns are not always side by side (here they are "
             "{stride_on} elements apart)", store=(1, "stride_om")),
+    _TModel("the values were rounded to 16 bits on the way (float16 keeps whole numbers exactly only up to 2048): "
+            "out is float32 like x, and a transpose moves each value as it is; store the tile as it was loaded, "
+            "with no .to(tl.float16)", rounding=torch.float16),
+    _TModel("the values were rounded to 16 bits on the way (bfloat16 keeps whole numbers exactly only up to "
+            "256): out is float32 like x, and a transpose moves each value as it is; store the tile as it was "
+            "loaded, with no .to(tl.bfloat16)", rounding=torch.bfloat16),
     _TModel("the tiles are misplaced: rows of x come from tl.program_id(0), the grid's first axis (it counts "
             "tiles along M), and columns from tl.program_id(1); yours are swapped", axes=(1, 0)),
     _TModel("rows and columns both come from tl.program_id(0): the columns' tile is tl.program_id(1)", axes=(0, 0)),
     _TModel("rows and columns both come from tl.program_id(1): the rows' tile is tl.program_id(0)", axes=(1, 1)),
-    _TModel("the tiles overlap or leave gaps: a tile's rows start at a multiple of BLOCK_M, its columns at a "
-            "multiple of BLOCK_N", steps=("BLOCK_N", "BLOCK_M")),
-    _TModel("the tiles overlap or leave gaps: a tile's rows start at a multiple of BLOCK_M, its columns at a "
-            "multiple of BLOCK_N", steps=("BLOCK_N", "BLOCK_N")),
-    _TModel("the tiles overlap or leave gaps: a tile's rows start at a multiple of BLOCK_M, its columns at a "
-            "multiple of BLOCK_N", steps=("BLOCK_M", "BLOCK_M")),
+    _TModel("the tiles overlap or leave gaps: the rows step by BLOCK_N and the columns by BLOCK_M; a tile is "
+            "BLOCK_M rows tall and BLOCK_N columns wide, so its rows start at a multiple of BLOCK_M, its "
+            "columns at a multiple of BLOCK_N", steps=("BLOCK_N", "BLOCK_M")),
+    _TModel("the tiles overlap or leave gaps: the rows step by BLOCK_N; a tile is BLOCK_M rows tall, so its "
+            "rows start at a multiple of BLOCK_M", steps=("BLOCK_N", "BLOCK_N")),
+    _TModel("the tiles overlap or leave gaps: the columns step by BLOCK_M; a tile is BLOCK_N columns wide, so "
+            "its columns start at a multiple of BLOCK_N", steps=("BLOCK_M", "BLOCK_M")),
+    _TModel("the tiles overlap or leave gaps: the rows step by 1 (tl.program_id(0) + ...); a tile is BLOCK_M "
+            "rows tall, so its rows start at tl.program_id(0) times BLOCK_M", steps=(1, "BLOCK_N")),
+    _TModel("the tiles overlap or leave gaps: the columns step by 1 (tl.program_id(1) + ...); a tile is "
+            "BLOCK_N columns wide, so its columns start at tl.program_id(1) times BLOCK_N", steps=("BLOCK_M", 1)),
     _TModel("the store wrote outside out (past its last row or column): the edge tiles hang over; mask the "
             "store with the same 2-D mask as the load", store_mask=None),
     _TModel("the store wrote outside out: its mask checks only the rows, so the columns of the edge tiles "
@@ -477,6 +505,10 @@ _T_MODELS = [
             "spill; a 2-D mask needs both conditions, combined with &", store_mask=(None, "N")),
     _TModel("the masks compare rows with N and columns with M: x has M rows and N columns",
             load_mask=("N", "M"), store_mask=("N", "M")),
+    _TModel("the mask compares x's columns with M: x has N columns (and M rows), so columns < N",
+            load_mask=("M", "M"), store_mask=("M", "M")),
+    _TModel("the mask compares x's rows with N: x has M rows (and N columns), so rows < M",
+            load_mask=("N", "N"), store_mask=("N", "N")),
     _TModel("the store's mask compares rows with N and columns with M: x has M rows and N columns",
             store_mask=("N", "M")),
     _TModel("the masks let one row and one column too many through (<= where < belongs): the last row of x is "
@@ -509,6 +541,8 @@ def _replay_transpose(model: _TModel, launches: list, x: _Memory, out: _Memory):
             tile = _gather(source, read, _bound_mask(rows, cols, model.load_mask, names))
             if tile is None:
                 return None
+            if model.rounding is not None:
+                tile = tile.to(model.rounding).double()
             where = base_out + rows[:, :, None] * store[0] + cols[:, None, :] * store[1]
             if not _store(values, written, where, _bound_mask(rows, cols, model.store_mask, names), tile):
                 return None
@@ -585,6 +619,7 @@ class _TRun:
     torch_work: str | None
     x_changed: bool
     strays: int  # loads of x's buffer outside x
+    transpose: Callable | None = None
 
 
 def _run_transpose(transpose: Callable, case: _TCase, generator) -> _TRun:
@@ -602,8 +637,31 @@ def _run_transpose(transpose: Callable, case: _TCase, generator) -> _TRun:
         except OutOfBounds as stray:
             raise Failed(f"on {case.what}: {stray}") from None
         except Exception as err:
+            direct = _direct_kernel_call(transpose)
+            if direct:
+                raise Failed(_DIRECT.format(case=case.what, kernel=direct)) from None
             raise user_error(f"on {case.what}, transpose", err) from None
-    return _TRun(case, x, out, seen.launched, work.found, not torch.equal(before, x.flat), reads.strays["x"])
+    return _TRun(case, x, out, seen.launched, work.found, not torch.equal(before, x.flat), reads.strays["x"],
+                 transpose)
+
+
+_DIRECT = ("on {case}, transpose calls {kernel}(...) like a Python function: a @triton.jit kernel runs only when "
+           "launched on a grid of programs, {kernel}[grid](...)")
+
+
+def _direct_kernel_call(fn) -> str | None:
+    """The name of a @triton.jit function that ``fn`` calls without a grid (``kernel(...)``, not
+    ``kernel[grid](...)``); None if it calls none or its source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    scope = getattr(fn, "__globals__", {})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and \
+                _is_jit(resolve(node.func, scope)):
+            return ast.unparse(node.func)
+    return None
 
 
 @exercise("transpose", "Write transpose_kernel's body and the launch in transpose above")
@@ -619,9 +677,10 @@ def check_transpose(transpose: Callable) -> str:
     cases = _transpose_cases(seed)
     kernel = None
     with _one_thread():
-        for case in cases:
+        for i, case in enumerate(cases):
             run = _run_transpose(transpose, case, generator)
-            kernel = _judge_transpose(run)
+            later = (lambda rest=cases[i + 1:]: (_run_transpose(transpose, c, generator) for c in rest))
+            kernel = _judge_transpose(run, later)
     if kernel is not None and not _reads_checked() and unmasked_loads(kernel):  # reads are counted only on a CPU
         raise Failed("the results are right, but the tl.load has no mask: the edge tiles read past x, which can "
                      "fault on a GPU; mask the load like the store")
@@ -645,8 +704,9 @@ def _reads_checked() -> bool:
     return runtime.INTERPRET and runtime.DEVICE == "cpu"
 
 
-def _judge_transpose(run: _TRun):
-    """Raise the ✗ for the first thing wrong in one run; return the kernel when the run is right."""
+def _judge_transpose(run: _TRun, later: Callable = lambda: iter(())):
+    """Raise the ✗ for the first thing wrong in one run; return the kernel when the run is right.
+    ``later()`` yields runs of the later cases, to tell apart mistakes that this one cannot."""
     case, launches = run.case, run.launches
     stubs = [launch for launch in launches if is_stub(launch.kernel)]
     if stubs:
@@ -663,6 +723,9 @@ def _judge_transpose(run: _TRun):
         if out_right:
             raise Failed("out is right, but no Triton kernel ran: write the transpose in transpose_kernel and "
                          "launch it from transpose")
+        direct = _direct_kernel_call(run.transpose) if run.transpose else None
+        if direct:
+            raise Failed(_DIRECT.format(case=case.what, kernel=direct))
         raise Failed("transpose launched no Triton kernel: launch transpose_kernel[grid](...) with a 2-D grid")
     kernel = launches[0].kernel
     borrowed = _course_function(kernel)
@@ -674,6 +737,13 @@ def _judge_transpose(run: _TRun):
     blocks = _launched_blocks(launches[0], case)
     if blocks:
         raise Failed(blocks)
+    elsewhere = next((launch for launch in launches if isinstance(launch.args.get("out_ptr"), torch.Tensor) and
+                      not _points_at(launch.args["out_ptr"], run.out) and
+                      not _points_at(launch.args["out_ptr"], run.x)), None)
+    if elsewhere is not None and not out_right:
+        raise Failed(f"on {case.what}: the kernel wrote into another tensor than the out given to transpose (one "
+                     "made inside transpose?): the caller reads the out it passed, so launch the kernel with "
+                     "that out")
     if out_right:
         if run.strays:
             raise Failed(f"on {case.what}: the results are right, but the load read {plural(run.strays, 'element')} "
@@ -690,12 +760,39 @@ def _judge_transpose(run: _TRun):
     wrapper = _wrapper_mistake(run)
     if wrapper:
         raise Failed(f"on {case.what}: {wrapper}")
-    for model in _T_MODELS:
-        replay = _replay_transpose(model, launches, run.x, run.out)
-        if replay is not None and _same(run.out, *replay, tol=0):
-            names = {k: v for k, v in launches[0].args.items() if isinstance(v, int)}
-            raise Failed(f"on {case.what}: {model.message.format(**names)}")
+    matches = [model for model in _T_MODELS if _transpose_like(model, run)]
+    if matches:
+        if len(matches) > 1:  # this case cannot tell them apart: the later ones may
+            for other in _later_runs(later):
+                still = [model for model in matches if _transpose_like(model, other)]
+                matches = still or matches
+                if len(matches) == 1:
+                    break
+        names = {k: v for k, v in launches[0].args.items() if isinstance(v, int)}
+        raise Failed(f"on {case.what}: {matches[0].message.format(**names)}")
     raise Failed(f"on {case.what}: {_transpose_damage(run)}. Hint: {case.hint}")
+
+
+def _transpose_like(model: _TModel, run: _TRun) -> bool:
+    """Whether the kernel did in ``run`` what ``model`` does."""
+    if not run.launches:
+        return False
+    replay = _replay_transpose(model, run.launches, run.x, run.out)
+    # a 16-bit dtype's conversion may round to nearest or cut off: one unit in the last place either way
+    tol = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}.get(model.rounding, 0)
+    return replay is not None and _same(run.out, *replay, tol=tol)
+
+
+def _later_runs(later: Callable):
+    """The runs of the later cases, up to the first that fails to run."""
+    runs = later()
+    while True:
+        try:
+            yield next(runs)
+        except StopIteration:
+            return
+        except Exception:  # a Failed, or a crash: nothing more to learn
+            return
 
 
 def _expected_transpose(run: _TRun):
@@ -802,6 +899,7 @@ class _MModel:
     a_mask: tuple | None = ("M", "K")  # bounds of A's rows and of K (None inside: not masked)
     b_mask: tuple | None = ("K", "N")
     c_mask: tuple | None = ("M", "N")
+    store_dtype: torch.dtype | None = None  # the dtype the accumulator is rounded to before C's (a 16-bit store)
 
 
 def _k_starts(kind: str, K: int, bk: int) -> tuple:
@@ -809,13 +907,21 @@ def _k_starts(kind: str, K: int, bk: int) -> tuple:
     n = len(right)
     return {"right": (right, right), "first": ([0], [0]), "skip_first": (right[1:], right[1:]),
             "truncated": (right[:K // bk], right[:K // bk]), "overlap": (list(range(n)), list(range(n))),
-            "same": ([0] * n, [0] * n), "same_a": ([0] * n, right), "same_b": (right, [0] * n)}[kind]
+            "same": ([0] * n, [0] * n), "same_a": ([0] * n, right), "same_b": (right, [0] * n),
+            "ones": (list(range(K)), list(range(K))),
+            "short": (list(range(0, K - bk, bk)), list(range(0, K - bk, bk)))}[kind]
 
 
 _M_RIGHT = _MModel()
 
 _ADD = "acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)"
+_SIXTEEN = ("C is float32 here, but the store rounded the accumulator to {dtype} first (acc.to(tl.{dtype})?): "
+            "{why}. Convert to C's own dtype, c_ptr.dtype.element_ty")
 _M_MODELS = [
+    _MModel(_SIXTEEN.format(dtype="float16", why="float16 keeps 11 bits of the float32 accumulator's 24, and stops "
+                            "at 65504, past which C becomes inf"), store_dtype=torch.float16),
+    _MModel(_SIXTEEN.format(dtype="bfloat16", why="bfloat16 keeps 8 bits of the float32 accumulator's 24"),
+            store_dtype=torch.bfloat16),
     _MModel(f"only the first step of K counts: loop over K and add every step into the accumulator ({_ADD})",
             k_steps="first"),
     _MModel(f"only the last step of K counts: each step replaced the accumulator instead of adding to it ({_ADD})",
@@ -828,9 +934,15 @@ _M_MODELS = [
             "A's do", k_steps="same_b"),
     _MModel("the steps of K overlap: step k starts at k * BLOCK_K, not at k (or loop with range(0, K, BLOCK_K) "
             "and use k itself)", k_steps="overlap"),
+    _MModel("the steps of K overlap: the loop over K moves one element at a time (range(0, K) has a step of 1), "
+            "but each step covers BLOCK_K elements of K, so every product is added up to BLOCK_K times; the "
+            "loop's step is BLOCK_K", k_steps="ones"),
     _MModel("the first step of K is missing: the loop over K starts at 0", k_steps="skip_first"),
     _MModel("the last, partial step of K is missing. range(0, K, BLOCK_K) includes it; K // BLOCK_K steps do not",
             k_steps="truncated"),
+    _MModel("the last step of K is missing: range(0, K - BLOCK_K, BLOCK_K) stops one step short (range stops "
+            "before its end); range(0, K, BLOCK_K) takes every step, the last, masked one included",
+            k_steps="short"),
     _MModel("the last step of K reads past K. Mask (k + offsets along K) < K in both loads, with other=0.0, so "
             "the extra products are zero", a_mask=("M", None), b_mask=(None, "N")),
     _MModel("A's load reads past K in the last step: mask its offsets along K too (< K), with other=0.0",
@@ -845,6 +957,16 @@ _M_MODELS = [
             "stride_bk apart", b=("stride_am", "stride_bn")),
     _MModel("B is read with A's strides (stride_am, stride_ak): each tensor has its own strides",
             b=("stride_am", "stride_ak")),
+    _MModel("B's rows (along K) are read with A's K stride (stride_ak): each tensor has its own strides; B's rows "
+            "are stride_bk apart", b=("stride_ak", "stride_bn")),
+    _MModel("A's columns (along K) are read with B's K stride (stride_bk): each tensor has its own strides; A's "
+            "columns are stride_ak apart", a=("stride_am", "stride_bk")),
+    _MModel("the store uses A's row stride (stride_am): C has its own strides; its rows are stride_cm apart",
+            c=("stride_am", "stride_cn")),
+    _MModel("A's load masks its rows with N: A has M rows, so its rows are masked with rows < M",
+            a_mask=("N", "K")),
+    _MModel("B's load masks its columns with M: B has N columns, so its columns are masked with columns < N",
+            b_mask=("K", "M")),
     _MModel("A is read with B's strides (stride_bk, stride_bn): each tensor has its own strides",
             a=("stride_bk", "stride_bn")),
     _MModel("A's rows are taken K elements apart, as in a contiguous A: this A is a view; compute every "
@@ -874,6 +996,10 @@ _M_MODELS = [
             "multiple of BLOCK_N", steps=("BLOCK_N", "BLOCK_N")),
     _MModel("the tiles overlap or leave gaps: a tile's rows start at a multiple of BLOCK_M, its columns at a "
             "multiple of BLOCK_N", steps=("BLOCK_M", "BLOCK_M")),
+    _MModel("the tiles overlap or leave gaps: the rows step by 1 (tl.program_id(0) + ...); a tile is BLOCK_M "
+            "rows tall, so its rows start at tl.program_id(0) in steps of BLOCK_M", steps=(1, "BLOCK_N")),
+    _MModel("the tiles overlap or leave gaps: the columns step by 1 (tl.program_id(1) + ...); a tile is BLOCK_N "
+            "columns wide, so its columns start at tl.program_id(1) in steps of BLOCK_N", steps=("BLOCK_M", 1)),
     _MModel("the store wrote outside C (past its last row or column). Mask it with rows < M and columns < N, "
             "in both dimensions", c_mask=None),
     _MModel("the store's mask compares rows with N or columns with M: rows < M, columns < N",
@@ -906,6 +1032,7 @@ class _MCase:
     # BLOCK_M, BLOCK_N, BLOCK_K: non-square tiles, so that BLOCK_M and BLOCK_N, or the two program ids,
     # cannot stand in for each other; 16 is tl.dot's smallest size on a GPU
     blocks: tuple = (32, 16, 16)
+    scale: float = 1.0  # A's and B's values: this times standard normal numbers, rounded when not 1
 
 
 def _matmul_cases() -> list:
@@ -914,6 +1041,10 @@ def _matmul_cases() -> list:
                "one program computes the whole of C here: rows from tl.program_id(0), columns from "
                "tl.program_id(1), a loop over K that adds tl.dot of a block of A and a block of B into the "
                "accumulator, and one masked store"),
+        _MCase("float32 values of about ±100 (32 x 16 x 32: |C| up to about 10^5, past float16's largest, 65504)",
+               32, 16, 32, (32, 1), (16, 1), (16, 1),
+               "C is float32: the store converts the float32 accumulator to C's dtype, c_ptr.dtype.element_ty, "
+               "and no 16-bit dtype on the way", scale=100.0),
         _MCase("whole tiles (64 x 48 x 80)", 64, 48, 80, (80, 1), (48, 1), (48, 1),
                "A's element (i, k) is at a_ptr + i * stride_am + k * stride_ak, B's (k, j) at b_ptr + k * "
                "stride_bk + j * stride_bn: rows of A go down [:, None], columns of B across [None, :]"),
@@ -927,8 +1058,8 @@ def _matmul_cases() -> list:
                (1, 56), (80, 2), (40, 1),
                "a transposed or sliced view is not laid out row after row: compute every address from the "
                "strides (stride_am, stride_ak, stride_bk, stride_bn), never from K or N"),
-        _MCase("strided views everywhere (40 x 24 x 48: A every other column, B stored K-major, C a transposed "
-               "view whose columns are 45 apart)", 40, 24, 48, (100, 2), (1, 52), (1, 45),
+        _MCase("strided views everywhere (24 x 40 x 48, N > M: A every other column, B stored K-major, C a "
+               "transposed view whose columns are 45 apart)", 24, 40, 48, (100, 2), (1, 52), (1, 45),
                "C here is a view whose columns are not side by side: the store's addresses come from stride_cm "
                "and stride_cn, as the loads' come from A's and B's strides"),
         _MCase("float16 with a long K (32 x 16 x 4096, in steps of 64)", 32, 16, 4096, (4096, 1), (16, 1), (16, 1),
@@ -954,6 +1085,9 @@ def _run_matmul(kernel, case: _MCase, generator) -> _MRun:
 
     a = _memory(case.M, case.K, case.a_strides, case.dtype, "random", generator)
     b = _memory(case.K, case.N, case.b_strides, case.dtype, "random", generator)
+    if case.scale != 1.0:  # whole numbers (below 2048): exact in tf32 too, so every product and sum is exact
+        for m in (a, b):
+            m.flat.copy_((m.flat * case.scale).round().clamp(-2047, 2047))
     c = _memory(case.M, case.N, case.c_strides, case.dtype, "poison")
     before = [a.flat.clone(), b.flat.clone()]
     with _Reads({"A": a, "B": b}) as reads:
@@ -1037,6 +1171,8 @@ def _replay_matmul(model: _MModel, run: _MRun):
     values = torch.full((run.c.flat.numel(),), float("nan"), dtype=torch.float64)
     written = torch.zeros(run.c.flat.numel(), dtype=torch.long)
     where = run.c.offset + rows[:, :, None] * sc[0] + cols[:, None, :] * sc[1]
+    if model.store_dtype is not None:
+        acc = acc.to(model.store_dtype)
     stored = acc.to(run.case.dtype).double()  # the store converts to C's dtype
     if not _store(values, written, where, _bound_mask(rows, cols, model.c_mask, names), stored):
         return None
@@ -1046,7 +1182,8 @@ def _replay_matmul(model: _MModel, run: _MRun):
 @exercise("matmul_kernel", "Write the body of matmul_kernel above: offsets, masks, the loop over K, the store")
 def check_matmul_kernel(matmul_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``course.tiled.matmul_kernel`` (the check
-    launches it, on non-square 32 x 16 tiles with steps of 16 along K): one tile, whole tiles, ragged
+    launches it, on non-square 32 x 16 tiles with steps of 16 along K): one tile, float32 values whose
+    products pass float16's largest (a 16-bit store turns them to inf), whole tiles, ragged
     rows and columns, a ragged last step of K, transposed and sliced inputs, a C whose columns are
     not side by side, and float16 with a long K (which needs a float32 accumulator). Smallest first;
     the first wrong case is diagnosed by replaying typical mistakes."""
@@ -1058,7 +1195,17 @@ def check_matmul_kernel(matmul_kernel) -> str:
     borrowed = _course_function(matmul_kernel)
     if borrowed:
         raise Failed(f"your kernel calls the course's {borrowed}: write the work of the tile yourself")
-    if not _calls(matmul_kernel, "dot", "sum"):
+    torch_call = _torch_call(matmul_kernel)
+    if torch_call:
+        raise Failed(f"your kernel calls {torch_call}: torch cannot run inside a @triton.jit kernel (torch works "
+                     "on whole tensors, from the host; a kernel holds pointers and blocks). The product of two "
+                     "blocks in a kernel is tl.dot(a, b)")
+    if not _calls(matmul_kernel, "dot"):
+        if _calls(matmul_kernel, "sum"):
+            raise Failed("your kernel never calls tl.dot: a sum of broadcast products (tl.sum over a (BLOCK_M, "
+                         "BLOCK_K, BLOCK_N) block) gives the same numbers, but on the ordinary arithmetic units, "
+                         "with a block BLOCK_K times larger than C's tile held in registers. The exercise is the "
+                         "product on the tensor cores, and only tl.dot(a, b) reaches them")
         raise Failed("your kernel never calls tl.dot: a * b multiplies two blocks element by element, but the "
                      "product of a (BLOCK_M, BLOCK_K) block of A and a (BLOCK_K, BLOCK_N) block of B is "
                      "tl.dot(a, b)")
@@ -1075,8 +1222,8 @@ def check_matmul_kernel(matmul_kernel) -> str:
                      "of A and B, which can fault on a GPU; mask rows, columns and K, with other=0.0")
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         compiles_for_a_gpu(matmul_kernel)
-    return ("right on one tile, whole and ragged tiles, a ragged K, transposed, sliced and strided A, B and C, and "
-            f"a long float16 K{'; no load outside A or B' if _reads_checked() else ''}")
+    return ("right on one tile, float32 values past float16's range, whole and ragged tiles, a ragged K, "
+            f"transposed, sliced and strided A, B and C, and a long float16 K{'; no load outside A or B' if _reads_checked() else ''}")
 
 
 def _judge_matmul(run: _MRun) -> None:
@@ -1084,9 +1231,7 @@ def _judge_matmul(run: _MRun) -> None:
     if run.changed:
         raise Failed(f"on {case.what}: your kernel wrote into {run.changed}: a kernel writes only its output, "
                      "through c_ptr")
-    from course.check import tolerance
-
-    tol = tolerance(case.dtype)
+    tol = _matmul_tolerance(case)
     right = _replay_matmul(_M_RIGHT, run)
     if right is not None and _same(run.c, *right, tol=tol):
         _precision(run)
@@ -1102,10 +1247,42 @@ def _judge_matmul(run: _MRun) -> None:
         raise Failed(f"on {case.what}: nothing was stored into C. End the kernel with tl.store of the accumulator "
                      "(converted to C's dtype) at c_ptr + rows * stride_cm + columns * stride_cn")
     for model in _M_MODELS:
+        if model.store_dtype == case.dtype:
+            continue
         replay = _replay_matmul(model, run)
-        if replay is not None and _same(run.c, *replay, tol=2 * tol):
+        # a 16-bit store: the kernel's conversion may round to nearest or cut off, and its sums and the
+        # replay's may round to neighbouring 16-bit values: up to one unit in the last place apart
+        extra = 4 * _UNIT_ROUNDOFF[model.store_dtype] if model.store_dtype is not None else 0.0
+        if replay is not None and _same(run.c, *replay, tol=2 * tol + extra):
             raise Failed(f"on {case.what}: {model.message.format(**run.args)}")
     raise Failed(f"on {case.what}: {_matmul_damage(run, right)}. Hint: {case.hint}")
+
+
+_UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+def _matmul_tolerance(case: _MCase) -> float:
+    """The relative error (in norm, over C) a right kernel may have on ``case``.
+
+    float16: course.check's budget for float16 outputs (the float16 result rounds at 2^-11; _precision then
+    holds a long K to what a float32 accumulator allows).
+    float32 under the interpreter: tl.dot is numpy's float32 product, so only float32 rounding: unit
+    roundoff 2^-24, grown as the square root of the K products and additions of each element, with a
+    factor of 8 to spare. A store through float16 (2^-11) is hundreds of times past it.
+    float32 compiled for a GPU: tl.dot rounds float32 inputs to tf32 by default (input_precision="tf32":
+    10 bits of mantissa), so each input loses up to 2^-10 of itself where the hardware cuts the rest off
+    (2^-11 where it rounds to nearest) and a product up to 2^-9; cut off, the products all shrink, by 2^-10
+    on average, and on random data the relative error of C is about 2^-10. The budget is 2^-9, the worst
+    loss of one product. A store
+    through float16 adds only about 2^-12 to that, so on a GPU no tolerance tells it from tf32: the case
+    whose values pass float16's largest (65504, then inf) does."""
+    if case.dtype != torch.float32:
+        from course.check import tolerance
+
+        return tolerance(case.dtype)
+    if runtime.INTERPRET:
+        return 8 * math.sqrt(case.K) * 2.0 ** -24
+    return 2.0 ** -9
 
 
 def _precision(run: _MRun) -> None:

@@ -118,6 +118,18 @@ TRANSPOSE_WRONG = {  # label: (edits, words its message must contain)
                                             "calls torch's contiguous"),
     "item assignment": ([(_LAUNCH, "    out[:, :] = x.T\n    return\n" + _LAUNCH)], "item assignment"),
     "no launch": ([(_LAUNCH, "    return out\n" + _LAUNCH)], "launched no Triton kernel"),
+    # from the learner's review
+    "columns step by BLOCK_M": ([(_COLS, _COLS.replace("* BLOCK_N", "* BLOCK_M"))], "the columns step by BLOCK_M"),
+    "columns step by 1": ([(_COLS, "cols = tl.program_id(1) + tl.arange(0, BLOCK_N)")], "the columns step by 1"),
+    "rows step by 1": ([(_ROWS, "rows = tl.program_id(0) + tl.arange(0, BLOCK_M)")], "the rows step by 1"),
+    "a new out made in transpose": ([(_LAUNCH, "    out = torch.empty_like(out)\n" + _LAUNCH)],
+                                    "another tensor than the out given"),
+    "a float16 store": ([(_STORE, _STORE.replace(", tile,", ", tile.to(tl.float16),"))], "rounded to 16 bits"),
+    "a bfloat16 store": ([(_STORE, _STORE.replace(", tile,", ", tile.to(tl.bfloat16),"))], "rounded to 16 bits"),
+    "the kernel called without a grid": ([(_LAUNCH, "    transpose_kernel(")], "transpose_kernel[grid](...)"),
+    "columns masked with M": ([(_MASK, "mask = (rows[:, None] < M) & (cols[None, :] < M)")],
+                              "compares x's columns with M"),
+    "rows masked with N": ([(_MASK, "mask = (rows[:, None] < N) & (cols[None, :] < N)")], "compares x's rows with N"),
 }
 SAME_MISTAKE = ("torch copies, no kernel", "torch fixes the kernel's output", "stores into x",
                 "x and out swapped in the launch")
@@ -222,7 +234,7 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
     # named in issue 31
     "ks instead of k + ks": ([("(k + ks)", "ks")], "loads the same first blocks of A and B"),
     "a * b instead of tl.dot": ([(_DOT, "acc += a * b")], "never calls tl.dot"),
-    "a * b, summed": ([(_DOT, "acc += tl.sum(a * b)")], "do not line up"),
+    "a * b, summed": ([(_DOT, "acc += tl.sum(a * b)")], "never calls tl.dot"),
     "B's rows with stride_am": ([(_B, _B.replace("stride_bk", "stride_am"))], "B's rows are read with A's stride"),
     "A's strides swapped": ([(_A, _A.replace("stride_am + (k + ks)[None, :] * stride_ak",
                                              "stride_ak + (k + ks)[None, :] * stride_am"))], "A's strides are swapped"),
@@ -276,6 +288,27 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
                                                 (" & (cols[None, :] < N), other", ", other")],
                                                "the results are right, but the loads read"),
     "tl.dot(b, a)": ([(_DOT, "acc = tl.dot(b, a, acc)")], "tl.dot"),
+    # from the learner's review
+    "a float16 store into a float32 C": ([("acc.to(c_ptr.dtype.element_ty)", "acc.to(tl.float16)")],
+                                         "rounded the accumulator to float16"),
+    "a bfloat16 store into a float32 C": ([("acc.to(c_ptr.dtype.element_ty)", "acc.to(tl.bfloat16)")],
+                                          "rounded the accumulator to bfloat16"),
+    "a sum of broadcast products, no tl.dot": ([(_DOT, "acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)")],
+                                               "only tl.dot(a, b) reaches them"),
+    "torch.matmul in the kernel": ([(_DOT, "acc += torch.matmul(a, b)")], "torch cannot run inside"),
+    "rows step by 1": ([(_MROWS, "rows = tl.program_id(0) + tl.arange(0, BLOCK_M)")], "the rows step by 1"),
+    "columns step by 1": ([(_MCOLS, "cols = tl.program_id(1) + tl.arange(0, BLOCK_N)")], "the columns step by 1"),
+    "B's K stride taken from A": ([(_B, _B.replace("stride_bk", "stride_ak"))], "read with A's K stride"),
+    "A's K stride taken from B": ([(_A, _A.replace("stride_ak", "stride_bk"))], "read with B's K stride"),
+    "the store with stride_am": ([(_C, _C.replace("stride_cm", "stride_am"))], "the store uses A's row stride"),
+    "range(0, K) in steps of 1": ([(_LOOP, "for k in range(0, K):")], "range(0, K) has a step of 1"),
+    "A's rows masked with N": ([(_A_MASK, _A_MASK.replace("rows[:, None] < M", "rows[:, None] < N"))],
+                               "masks its rows with N"),
+    # the interpreter sees the stray loads where M > N; a GPU, the zeros where N > M
+    "B's columns masked with M": ([(_B_MASK, _B_MASK.replace("cols[None, :] < N", "cols[None, :] < M"))],
+                                  "read 8 elements outside B" if course.INTERPRET else "masks its columns with M"),
+    "range(0, K - BLOCK_K, BLOCK_K)": ([(_LOOP, "for k in range(0, K - BLOCK_K, BLOCK_K):")],
+                                       "stops one step short"),
 }
 
 
@@ -294,7 +327,8 @@ def test_matmul_kernel_wrong_answers_get_their_own_messages(tmp_path):
              for i, (label, (edits, words)) in enumerate(MATMUL_WRONG.items())
              if course.INTERPRET or label not in SEEN_ONLY_BY_THE_INTERPRETER}
     assert_wrong_answers_named(exercises.check_matmul_kernel, table,
-                               same_mistake=("store mask with N and M swapped", "columns masked with M"))
+                               same_mistake=("store mask with N and M swapped", "columns masked with M",
+                                             "a * b, summed", "a sum of broadcast products, no tl.dot"))
 
 
 _TUTORIAL = '''
@@ -348,7 +382,12 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 '''
 
 
+_IEEE = edited_source(solutions.matmul_kernel, (_DOT, "acc += tl.dot(a, b, input_precision='ieee')"),
+                      ("acc.to(c_ptr.dtype.element_ty)", "acc"))
+
+
 @pytest.mark.parametrize("label, source", [("the tutorial's moving pointers, acc += tl.dot", _TUTORIAL),
+                                           ("tl.dot in full float32, the accumulator stored as it is", _IEEE),
                                            ("a helper of its own, a while loop, tl.dot(acc=)", _WITH_A_HELPER),
                                            ("the solution cell", solutions.source("matmul_kernel")
                                             .replace("exercises.check", "# "))])
