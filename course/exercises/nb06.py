@@ -283,6 +283,7 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
         mine = _launch_logged(kernel, case, M, N, K, block_m, block_n, programs, group_m, is_strided)
         ref = _expected(mine["initial"], M, N, block_m, block_n, programs, group_m)
         if not torch.equal(mine["raw"], ref["raw"]):
+            _flat_num_tiles(case, mine, kernel, M, N, block_m, block_n, programs, group_m)
             for nm, nn, logged_nn, why in _grid_mistakes(M, N, block_m, block_n):
                 logged = (nm * nn, nn) if logged_nn is None else (nm * nn, logged_nn)
                 wrong = _expected_log(mine["initial"], programs, group_m, nm * nn, (nm, nn), logged)
@@ -293,6 +294,9 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
         contiguous_right = contiguous_right or not is_strided
     M, N, K, block_m, block_n, programs, group_m = _PRODUCT_CASE
     case = f"{_case_name(M, N, K, block_m, block_n, programs, group_m, True)} with LOG=False"
+    if _unguarded_log_tile(kernel):
+        raise Failed(f"on {case}: your kernel calls log_tile outside `if LOG:`; with LOG=False it still writes "
+                      "through log_ptr (which then points at C's memory): call log_tile only under `if LOG:`")
     a, b, c, memory, owned = _operands(M, N, K, True)
     try:
         persistent.launch(kernel, a, b, c, num_programs=programs, group_m=group_m, block_m=block_m,
@@ -314,6 +318,72 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
                             BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, NUM_PROGRAMS=4, LOG=True)
     return (f"right on {len(_SCHEDULE_CASES)} schedules (tiles that are not square, ragged edges, fewer tiles "
             "than programs, a ragged last turn, a short last group, strided A, B and C) and with LOG=False")
+
+
+def _flat_num_tiles(case, mine, kernel, M, N, block_m, block_n, programs, group_m) -> None:
+    """A ✗ where the log is that of a loop up to cdiv(M * N, BLOCK_M * BLOCK_N) on the right grid, and the
+    source counts num_tiles from M and N (the same log can come from a wrong num_pid_m)."""
+    nm, nn = triton.cdiv(M, block_m), triton.cdiv(N, block_n)
+    flat = triton.cdiv(M * N, block_m * block_n)
+    if flat == nm * nn or not _num_tiles_from_sizes(kernel):
+        return
+    for logged in ((flat, nn), (nm * nn, nn)):
+        wrong = _expected_log(mine["initial"], programs, group_m, flat, (nm, nn), logged)
+        if wrong is not None and torch.equal(mine["raw"], wrong):
+            raise Failed(f"on {case}: num_tiles counts C's elements divided by a tile's, which with ragged edges is "
+                          "not the number of tiles: num_tiles must be num_pid_m * num_pid_n (a partial tile counts "
+                          "as a whole one)")
+
+
+def _num_tiles_from_sizes(kernel) -> bool:
+    """Whether the source assigns num_tiles from an expression that reads both M and N (or has no source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(core.source_of(kernel) or ""))
+    except SyntaxError:
+        return False
+    if not tree.body:
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "num_tiles" for t in node.targets):
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if {"M", "N"} <= names:
+                return True
+    return False
+
+
+def _calls_to(fn, name: str) -> list:
+    """The calls of ``name`` in ``fn``'s source, with the ``if`` statements around each: ``(call, ifs)``."""
+    try:
+        tree = ast.parse(textwrap.dedent(core.source_of(fn) or ""))
+    except SyntaxError:
+        return []
+    found = []
+
+    def visit(node, ifs):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == name:
+            found.append((node, ifs))
+        inner = ifs + [node] if isinstance(node, ast.If) else ifs
+        for child in ast.iter_child_nodes(node):
+            visit(child, ifs if child is getattr(node, "test", None) else inner)
+
+    visit(tree, [])
+    return found
+
+
+def _unguarded_log_tile(kernel) -> bool:
+    """Whether the kernel calls log_tile outside every ``if`` whose test reads LOG."""
+    return any(not any(isinstance(n, ast.Name) and n.id == "LOG" for i in ifs for n in ast.walk(i.test))
+               for _, ifs in _calls_to(kernel, "log_tile"))
+
+
+def _group_m_hard_coded(kernel) -> bool:
+    """Whether a call of grouped_tile passes something other than the name GROUP_M as its group size."""
+    for call, _ in _calls_to(kernel, "grouped_tile"):
+        group = call.args[3] if len(call.args) > 3 else next((k.value for k in call.keywords if k.arg == "GROUP_M"),
+                                                              None)
+        if group is not None and not (isinstance(group, ast.Name) and group.id == "GROUP_M"):
+            return True
+    return False
 
 
 def _argument_slip(kernel) -> str:
@@ -410,6 +480,9 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture,
         row_major = torch.arange(tiles).view_as(ids)
         if torch.equal(mine["tile_id"], row_major):
             why = "the tile ids go row by row: map each id to its tile with grouped_tile, as in notebook 04"
+        elif _group_m_hard_coded(kernel):
+            why = ("grouped_tile is not given the kernel's GROUP_M: pass GROUP_M (the launch's group size), "
+                   "not a number of your own")
         else:
             why = ("program pid must take every NUM_PROGRAMS-th tile id from its own id on, and map each to a "
                    "tile with grouped_tile")
@@ -467,12 +540,16 @@ def check_chiplet_remap(chiplet_remap) -> str:
     then counts that are not, fewer programs than XCDs, one XCD, 304 programs on 8 XCDs, random sizes,
     and sizes given as constexprs. An answer that calls the course's remap gets its own ✗."""
     require_jit("chiplet_remap", chiplet_remap, _REMAP_PARAMS)
+    _no_imports_inside(chiplet_remap)
     borrowed = borrowed_call(chiplet_remap)
     if borrowed:
         raise Failed(f"chiplet_remap calls {borrowed}: the exercise is to write the remap yourself, with "
                       "integer arithmetic on pid, num_sms and num_xcds")
     if not _returns_a_value(chiplet_remap):
         raise Failed("chiplet_remap returns nothing: end it with return and the new id of program pid")
+    values = _values_returned(chiplet_remap)
+    if values > 1:
+        raise Failed(f"chiplet_remap returns {values} values: return one value, the new id of program pid")
     cases = _remap_cases()
     for num_sms, num_xcds, constant in cases:
         case = f"{num_sms} programs on {plural(num_xcds, 'XCD')}" + (" (sizes as constexprs)" if constant else "")
@@ -490,6 +567,32 @@ def check_chiplet_remap(chiplet_remap) -> str:
         _compiles(chiplet_remap)
     return (f"the same ids as stages.chiplet_transform for every program of {len(cases)} launches (XCD counts "
             "that divide the programs and counts that do not, 1 to 12 XCDs, up to 304 programs)")
+
+
+def _no_imports_inside(fn) -> None:
+    """A ✗ for an import inside the function's body (the compiler refuses it; often the course's remap)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = ", ".join(a.name for a in node.names)
+            why = (": the exercise is to write the remap yourself, not to call the course's" if "chiplet" in names
+                   or "stages" in (getattr(node, "module", None) or "") else "")
+            raise Failed(f"chiplet_remap imports {names} inside its body: a @triton.jit function cannot import "
+                          f"(Triton compiles only the body's arithmetic){why}; write it with integer arithmetic on "
+                          "pid, num_sms and num_xcds")
+
+
+def _values_returned(fn) -> int:
+    """The most values one return statement of ``fn`` gives back (a tuple counts its elements)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return 1
+    return max([len(n.value.elts) if isinstance(n.value, ast.Tuple) else 1
+                for n in ast.walk(tree) if isinstance(n, ast.Return) and n.value is not None] or [1])
 
 
 def _returns_a_value(fn) -> bool:

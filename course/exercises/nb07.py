@@ -29,7 +29,7 @@ _PROGRAMS = 3
 
 # (what, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, strided): tiles that are not square, smallest case first; ragged
 # M and N, a ragged K, a K shorter than one step; then A, W and C (and R) each with two strides other than 1
-_CASES = [("whole tiles", 32, 64, 32, 32, 16, 16, False), ("ragged tiles", 50, 70, 32, 32, 16, 16, False),
+_CASES = [("whole tiles", 64, 64, 32, 32, 16, 16, False), ("ragged tiles", 50, 70, 32, 32, 16, 16, False),
           ("a ragged K", 48, 40, 40, 16, 32, 16, False), ("a K shorter than BLOCK_K", 32, 48, 8, 16, 16, 16, False),
           ("A, W and C strided", 48, 40, 40, 16, 32, 16, True)]
 
@@ -98,6 +98,32 @@ def _uses_the_stages(name: str, kernel) -> None:
                       "ScheduleContext")
 
 
+# GemmContext's parameters in order: acc_dtype is the tenth
+_CONTEXT_PARAMS = ("block_m", "block_n", "block_k", "num_sms", "num_xcds", "group_size_m", "chunk_size",
+                   "cache_modifier_a", "cache_modifier_b", "acc_dtype")
+
+
+def _accumulates_in_float32(name: str, kernel) -> None:
+    """A ✗ for a GemmContext told another accumulator than float32 (read from the source: with K as short as the
+    check's, an fp16 accumulator stays within the tolerance, and on a long K it does not)."""
+    try:
+        tree = ast.parse(core.source_of(kernel) or "")
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "GemmContext"
+                                                or getattr(node.func, "attr", None) == "GemmContext")):
+            continue
+        given = [kw.value for kw in node.keywords if kw.arg == "acc_dtype"]
+        given += node.args[len(_CONTEXT_PARAMS) - 1:len(_CONTEXT_PARAMS)]
+        for value in given:
+            if not (isinstance(value, (ast.Attribute, ast.Name))
+                    and getattr(value, "attr", getattr(value, "id", None)) == "float32"):
+                raise Failed(f"{name} gives GemmContext an accumulator other than float32: accumulate in float32 "
+                             "(leave acc_dtype out); a float16 sum of K products loses the small ones once it grows, "
+                             "far past the float16 of the inputs on a long K")
+
+
 def _calls_reduce_tile(kernel) -> bool:
     try:
         tree = ast.parse(core.source_of(kernel))
@@ -115,6 +141,7 @@ def check_linear(linear_kernel) -> str:
     shorter than one step, then A, W and C each with two strides other than 1."""
     require_jit("linear_kernel", linear_kernel, _LINEAR_PARAMS, kind="kernel")
     _refuse_borrowed("linear_kernel", linear_kernel)
+    _accumulates_in_float32("linear_kernel", linear_kernel)
     for what, M, N, K, block_m, block_n, block_k, is_strided in _CASES:
         case = _describe(what, M, N, K, block_m, block_n, block_k)
         torch.manual_seed(0)
@@ -160,6 +187,14 @@ def _holes(case: str, c, block_m: int, block_n: int) -> None:
     first = [grouped_tile_in_python(t, num_pid_m, num_pid_n, 8) for t in range(min(_PROGRAMS, num_pid_m * num_pid_n))]
     stored = {(i, j) for i in range(num_pid_m) for j in range(num_pid_n)
               if not holes[i * block_m:(i + 1) * block_m, j * block_n:(j + 1) * block_n].any()}
+    total = num_pid_m * num_pid_n
+    for step in range(1, 2 * _PROGRAMS + 2):  # a loop with another step than the number of programs
+        visited = {grouped_tile_in_python(t, num_pid_m, num_pid_n, 8) for p in range(_PROGRAMS)
+                   for t in range(p, total, step)}
+        if step != _PROGRAMS and visited == stored and stored != set(first):
+            raise Failed(f"on {case}: {missing} of {c.numel()} elements of C were never stored: your loop over the "
+                          "tile ids takes another step than persistent_tile_range's stride (the number of programs, "
+                          f"{_PROGRAMS} here), so some tiles fall between the programs' ids")
     if stored == set(first):
         raise Failed(f"on {case}: each program stored only its first tile, and {missing} of {c.numel()} elements "
                       "of C were never stored: a program takes every tile of persistent_tile_range, (start, total, "
@@ -253,6 +288,7 @@ def check_linear_residual(linear_residual_kernel) -> str:
     kernel = linear_residual_kernel
     require_jit("linear_residual_kernel", kernel, _RESIDUAL_PARAMS, kind="kernel")
     _refuse_borrowed("linear_residual_kernel", kernel)
+    _accumulates_in_float32("linear_residual_kernel", kernel)
     for what, M, N, K, block_m, block_n, block_k, is_strided in _RESIDUAL_CASES:
         case = _describe(what, M, N, K, block_m, block_n, block_k)
         in_place = what.startswith("in place")
@@ -328,6 +364,8 @@ def _diagnose_residual(case, c, product, r, r_memory, M, N) -> None:
         raise Failed(f"on {case}: R was added twice: add R's tile once, to the accumulator, before the store")
     if close(c, product - R):
         raise Failed(f"on {case}: R was subtracted: C = A @ W.T + R")
+    if close(c, product * R):
+        raise Failed(f"on {case}: C is the product times R: R is added to the accumulator, not multiplied")
     for strides, why in ((r.stride()[::-1], "R's view has its two strides the wrong way round: element (m, n) of R "
                                             "is at R + m * stride_rm + n * stride_rn"),
                          (c.stride(), "R was read with C's strides: R's view takes R's own, stride_rm and "

@@ -64,6 +64,14 @@ PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_ker
     "log under other ids": ([("    " + _LOG, "    log_tile(log_ptr, pid, pid_m, pid_n, num_tiles, num_pid_n)")],
                             "log_tile got other tile ids"),
     "wrong signature": ([("NUM_PROGRAMS: tl.constexpr,\n", "")], "keep the signature"),
+    # issue 31's review: misdiagnosed before
+    "log_tile without if LOG": ([("        if LOG:\n            " + _LOG, "        " + _LOG)],
+                                "calls log_tile outside `if LOG:`"),
+    "num_tiles from the elements": ([("num_tiles = num_pid_m * num_pid_n",
+                                      "num_tiles = tl.cdiv(M * N, BLOCK_M * BLOCK_N)")],
+                                    "num_tiles must be num_pid_m * num_pid_n"),
+    "GROUP_M hard-coded": ([(_MAP, "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, 8)")],
+                           "not given the kernel's GROUP_M"),
 }
 def _pieces():
     from course import persistent, tiled
@@ -234,6 +242,12 @@ REMAP_WRONG = {  # label: (body of chiplet_remap, words its message must contain
         return num_sms - (xcd * per_xcd + tl.minimum(xcd, extra)) - count + local
         """, "not in the XCDs' order"),
     "returns nothing": (_PARTS + "xcd * per_xcd + tl.minimum(xcd, extra) + local", "returns nothing"),
+    # issue 31's review: misdiagnosed before
+    "imports the course's remap inside": ("from course.stages import chiplet_transform\n"
+                                          "return chiplet_transform(pid, num_sms, num_xcds)",
+                                          "imports chiplet_transform inside its body"),
+    "returns two values": (_PARTS + "new = xcd * per_xcd + tl.minimum(xcd, extra) + local\nreturn new, xcd",
+                           "return one value"),
 }
 
 

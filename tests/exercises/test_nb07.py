@@ -87,6 +87,11 @@ LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message 
     "calls the solution": (_first(_SOLUTION), "calls course.solutions.linear_kernel"),
     "calls torch": ([("        out_tile = sched", "        torch.matmul(A, W)\n        out_tile = sched")],
                     "calls torch.matmul"),
+    # issue 31's review: passed (fp16 accumulation stays within the tolerance on a short K) / misdiagnosed
+    "accumulates in float16": ([(", even_k=EVEN_K)", ", even_k=EVEN_K, acc_dtype=tl.float16)")],
+                               "accumulate in float32"),
+    "schedule step stride + 1": ([(_LOOP, "for tile_id in range(start, total, stride + 1):")],
+                                 "another step than persistent_tile_range's stride"),
 }
 
 _BY_HAND = """
@@ -139,6 +144,7 @@ LINEAR_RIGHT = {
     "reduce_k_range": [(_REDUCE, "ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, tl.cdiv(K, BLOCK_K))")],
     "the accumulator named": [("tensorC.store(" + _REDUCE + ", out_tile)",
                                "acc = " + _REDUCE + "\n        tensorC.store(acc, out_tile)")],
+    "float32 accumulator named": [(", even_k=EVEN_K)", ", even_k=EVEN_K, acc_dtype=tl.float32)")],
     "the tile by coordinates": [("out_tile = sched.get_tile_from_idx(tile_id)",
                                  "t = sched.get_tile_from_idx(tile_id)\n"
                                  "        out_tile = sched.get_tile_from_coord(t.pid_m, t.pid_n)")],
@@ -192,6 +198,10 @@ RESIDUAL_WRONG = {  # label: (edits of solutions.linear_residual_kernel, words i
     "even_k left out": ([(", even_k=EVEN_K)", ")")], "even_k"),
     "one tile per program": ([(_LOOP, "for tile_id in range(start, start + 1):")], "never stored"),
     "wrong signature": ([("stride_rm, stride_rn,\n", "stride_rn, stride_rm,\n")], "keep the signature"),
+    # issue 31's review: passed / misdiagnosed
+    "accumulates in float16": ([(", even_k=EVEN_K)", ", even_k=EVEN_K, acc_dtype=tl.float16)")],
+                               "accumulate in float32"),
+    "R multiplied": ([(_ADD, "tensorC.store(acc * residual.to(tl.float32), out_tile)")], "not multiplied"),
 }
 
 
@@ -215,6 +225,8 @@ RESIDUAL_RIGHT = {
     "R unmasked (wrapped, the store masks)": [(_LOAD_R, "residual = tensorR.load(out_tile)")],
     "R through an input view": [(_VIEW_R, "tensorR = make_tensor_view(R, M, N, stride_rm, stride_rn)")],
     "R added in float16": [(_ADD, "tensorC.store((acc.to(tl.float16) + residual).to(tl.float32), out_tile)")],
+    "R added to the float16 product (issue 31's review)": [
+        (_ADD, "acc = acc.to(tl.float16) + tensorR.load(out_tile)\n        tensorC.store(acc, out_tile)")],
     "R loaded first": [("        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)\n        " + _LOAD_R,
                         "        " + _LOAD_R + "\n        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)")],
     "reduce_tile steps": [("        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)\n",
