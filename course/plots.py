@@ -456,6 +456,11 @@ def streamk_map(log: dict, *, title: str = ""):
     handles = [Patch(color=cmap(p % cmap.N), label=f"program {p}") for p in range(log["num_programs"])][:20]
     if (count == 0).any():
         handles.append(Patch(facecolor="white", edgecolor="gray", label="never computed"))
+    if (count > 1).any():
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], linestyle="none", marker="$x$", color="black",
+                              label="computed by several programs"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title or "which program computes each K-iteration", fontsize=10)
     return fig

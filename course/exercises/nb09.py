@@ -6,6 +6,8 @@ import ast
 import dataclasses
 import inspect
 import random
+import re
+import subprocess
 import textwrap
 
 import numpy as np
@@ -17,8 +19,8 @@ from course import runtime
 from course.exercises.core import (
     Failed,
     NotAttempted,
-    compiles_for_a_gpu,
     exercise,
+    hint_for,
     plural,
     require_jit,
     source_of,
@@ -71,7 +73,9 @@ def _launch_ids(fn) -> str | None:
 def check_streamk_span(span) -> str:
     """Check a ``@triton.jit`` function ``span(pid, total, sharers) -> (start, end)``: run in place of
     ``ScheduleContext.iter_range`` (``streamk.assignment``) and asked by one program for every pid,
-    the ranges must cover every iteration once, lie in program order and differ in length by at most one."""
+    the ranges must cover every iteration once, lie in program order and differ in length by at most one.
+    Under the interpreter it then builds span for an H100, whose compiler refuses what the interpreter lets through
+    (``int()`` of a tensor, ``break``)."""
     from course import plots, streamk
 
     require_jit("span", span, ("pid", "total", "sharers"))
@@ -85,7 +89,7 @@ def check_streamk_span(span) -> str:
     try:
         floats = streamk.span_returns_floats(span)
     except Exception as err:
-        raise user_error("your span", err) from None
+        raise _refused("your span", err) from None
     if any(floats):
         raise Failed("span returns floats: ranges of iterations are counted in whole numbers, and a GPU refuses "
                       "float loop bounds; divide with // (integer division)")
@@ -103,7 +107,7 @@ def check_streamk_span(span) -> str:
         try:
             starts, ends = _span_table(span, total, sharers)
         except Exception as err:
-            raise user_error(f"on {case}, your span", err) from None
+            raise _refused(f"on {case}, your span", err) from None
 
         def picture(drawn=drawn, case=case, ends=ends + starts, total=total):
             if not drawn or min(ends) < -total - 1 or max(ends) > 2 * total + 1:
@@ -112,8 +116,44 @@ def check_streamk_span(span) -> str:
             return plots.streamk_map(log, title=f"yours: {case}")
 
         _diagnose_split(starts, ends, total, sharers, case, picture)
+    if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
+        kernel = _span_build_kernel(span)
+        if kernel is not None:
+            out = torch.zeros(8, dtype=torch.int32)
+            _builds_for_a_gpu(kernel, out, out, 100, 7)
     return (f"right on {len(cases)} splits: even, with remainders, one sharer, more sharers than iterations, and "
-            "random ones")
+            "random ones" + ("; and it builds for an H100" if runtime.INTERPRET else ""))
+
+
+_SPAN_BUILD = """
+@triton.jit
+def _span_build_kernel(start_ptr, end_ptr, total, sharers):
+    pid = tl.program_id(0)
+    start, end = {name}(pid, total, sharers)
+    tl.store(start_ptr + pid, start)
+    tl.store(end_ptr + pid, end)
+"""
+
+
+def _span_build_kernel(span):
+    """A kernel that calls the learner's ``span`` (a copy of it that the build carries as source, as a notebook's
+    function), to build for a GPU; None where its source cannot be found."""
+    import linecache
+    import types
+
+    fn = span.fn
+    try:
+        inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    scope = dict(fn.__globals__, __name__="__main__")  # the build carries __main__'s functions as source
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    scope[fn.__name__] = triton.jit(copy)
+    source = _SPAN_BUILD.format(name=fn.__name__)
+    filename = "<course.exercises.nb09 span build>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), scope)
+    return scope["_span_build_kernel"]
 
 
 def _diagnose_split(starts: list, ends: list, total: int, sharers: int, case: str, picture) -> None:
@@ -128,6 +168,16 @@ def _diagnose_split(starts: list, ends: list, total: int, sharers: int, case: st
         count[inside.start:inside.stop] += 1
     never, twice = int((count == 0).sum()), int((count > 1).sum())
     one_past = "end is one past the last iteration, as in range(start, end): the next program's start"
+    backwards = [p for p, (s, e) in enumerate(zip(starts, ends)) if s > e]
+    if backwards:
+        p = backwards[0]
+        swapped = sorted((e, s) for s, e in zip(starts, ends))
+        cover = all(a[1] == b[0] for a, b in zip(swapped, swapped[1:])) and swapped[0][0] == 0 and \
+            swapped[-1][1] == total
+        raise Failed(f"on {case}: program {p}'s start comes after its end ({starts[p]} > {ends[p]})"
+                      + (": the ranges are right but returned the wrong way round; span returns (start, end), "
+                         "start first" if cover else
+                         f": a range runs from its start up to its end, {one_past}"), picture())
     if outside:
         if outside == 1 and twice == sharers - 1 and not never:
             raise Failed(f"on {case}: every range is one iteration too long: {one_past}", picture())
@@ -192,10 +242,15 @@ class _Runaway(BaseException):
     """Raised inside a launch under the interpreter: a program does more work than the whole problem has."""
 
 
+class _StoppedOnDown(BaseException):
+    """A launch under the interpreter stopped with an error right after a program saw another's flag down."""
+
+
 def _pieces(M: int, N: int, K: int, programs: int) -> dict:
     """The Stream-K schedule of the check's launches, as ``ScheduleContext`` makes it with every tile shared:
     ``{tile_id: [(program, k_begin, k_end), ...] in K order}``, ``"ranges"``: each program's
-    ``(start, end)``, ``"coords"``: each tile id's ``(pid_m, pid_n)`` (grouped order, 8 rows a group)."""
+    ``(start, end)``, ``"coords"``: each tile id's ``(pid_m, pid_n)`` (grouped order, 8 rows a group),
+    ``"by_program"``: each program's pieces ``(tile_id, k_begin, k_end)`` in the order of its range."""
     num_m, num_n, iters = triton.cdiv(M, _BM), triton.cdiv(N, _BN), triton.cdiv(K, _BK)
     tiles = num_m * num_n
     total = tiles * iters
@@ -205,12 +260,14 @@ def _pieces(M: int, N: int, K: int, programs: int) -> dict:
         start = min(p * base + min(p, extra), total)
         ranges.append((start, min(start + base + (p < extra), total)))
     pieces = {t: [] for t in range(tiles)}
+    by_program = [[] for _ in range(programs)]  # each program's pieces (tile, k_begin, k_end), in range order
     for p, (start, end) in enumerate(ranges):
         g = start
         while g < end:
             t, k = divmod(g, iters)
             k_end = min(iters, k + end - g)
             pieces[t].append((p, k, k_end))
+            by_program[p].append((t, k, k_end))
             g += k_end - k
     coords = {}
     for t in range(tiles):  # ScheduleContext.get_tile_from_idx with group_size_m = 8
@@ -218,25 +275,34 @@ def _pieces(M: int, N: int, K: int, programs: int) -> dict:
         first_m = (t // per_group) * 8
         rows = min(num_m - first_m, 8)
         coords[t] = (first_m + (t % per_group) % rows, (t % per_group) // rows)
-    return {"pieces": pieces, "ranges": ranges, "coords": coords, "iters": iters, "tiles": tiles}
+    return {"pieces": pieces, "ranges": ranges, "coords": coords, "iters": iters, "tiles": tiles,
+            "by_program": by_program}
 
 
 class _Watch:
-    """Under the interpreter, what every program of one launch does to C, P, FLAGS (and how much of A
-    it reads), recorded from the interpreter's memory operations. Raises ``_Spinning`` or ``_Runaway``
-    inside the launch when a program would never finish there."""
+    """Under the interpreter, what every program of one launch does to C, P, FLAGS (and which parts of A
+    and B it reads), recorded from the interpreter's memory operations. Raises ``_Spinning`` or
+    ``_Runaway`` inside the launch when a program would never finish there.
+
+    The interpreter runs the programs one after another, in id order, so a lower program's flag is always
+    up by the time a higher one reads it. On a GPU it may not be up yet: the watch makes each program's
+    first atomic on another program's flag see it down (0, and nothing written), so that only a wait that
+    repeats its read until it sees the flag up gets past it."""
 
     def __init__(self, buffers: dict, programs: int, total_iters: int):
         self.ranges = {name: (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), t.element_size())
                        for name, t in buffers.items()}
         self.programs = programs
-        self.c_stores = []  # (program, element indices into C's buffer)
+        self.c_stores = []  # (program, element indices into C's buffer, (lane indices, lane mask) of the store)
         self.c_atomics = set()  # programs that used an atomic on C
-        # the hand-over, in the order it happened: (program, ("p-store" or "p-load", slot of P)) and
-        # (program, ("flag", op, flag index, value written or None, relaxed))
+        # the hand-over, in the order it happened: (program, ("p-store" or "p-load", slot of P, slots)),
+        # (program, ("barrier",)) and (program, ("flag", op, flag index, value written or None, sem, value seen
+        # or None)); sem is "relaxed", "acquire", "release", "acq_rel" or "plain" (tl.load, tl.store)
         self.events = []
         self.flag_reads = {}  # (program, flag index) -> how often read
+        self.first_reads = set()  # (program, flag index) read at least once with an atomic
         self.a_lanes = [0] * programs  # elements of A loaded by each program
+        self.first_a, self.first_b = {}, {}  # program -> element index of the first lane of its first load of A, B
         self.a_limit = 3 * (total_iters + 1) * _BM * _BK
         self.read_limit = 20 + 4 * programs
 
@@ -253,6 +319,14 @@ class _Watch:
                 return name, (addresses - start) // size
         return None, addresses
 
+    def _lanes(self, name: str, ptrs, mask):
+        """The element index of every lane of ``ptrs`` in buffer ``name``, in the block's shape, and its mask."""
+        start, _, size = self.ranges[name]
+        addresses = np.asarray(ptrs.data).astype(np.int64)
+        on = np.ones(addresses.shape, dtype=bool) if mask is None else \
+            np.broadcast_to(np.asarray(mask.data), addresses.shape).astype(bool)
+        return (addresses - start) // size, on
+
     def _slots(self, pid: int, kind: str, index) -> None:
         slots = np.unique(index // (_BM * _BN)).tolist()
         for s in slots:
@@ -268,30 +342,59 @@ class _Watch:
             if self.flag_reads[key] > self.read_limit:
                 raise _Runaway(pid) if q == pid else _Spinning(pid, q)  # its own flag: a loop that goes on
 
+    def _first_read(self, pid: int, index) -> bool:
+        """True if this atomic is the program's first on some other program's flag (then it sees it down)."""
+        others = [q for q in np.unique(index).tolist() if q != pid]
+        first = any((pid, q) not in self.first_reads for q in others)
+        self.first_reads.update((pid, q) for q in others)
+        return first
+
+    def _flag_atomic(self, pid: int, op: str, ptr, mask, written, like, sem, real):
+        """Record an atomic on FLAGS (``written``: the value it writes, None if it only reads; ``like``: the
+        operand whose type the result has) and return its result: ``real()``, or, for a program's first
+        atomic on another program's flag, zeros (the flag seen down) with memory left as it is."""
+        from triton.runtime.interpreter import TensorHandle
+
+        lanes, on = self._lanes("FLAGS", ptr, mask)
+        lanes, on = lanes.reshape(-1), on.reshape(-1)
+        if self._first_read(pid, lanes[on]):
+            zeros = np.zeros(np.asarray(ptr.data).shape, dtype=np.asarray(like.data).dtype)
+            result = TensorHandle(zeros, like.dtype.scalar)
+        else:
+            result = real()
+        seen = np.broadcast_to(np.asarray(result.data), np.asarray(ptr.data).shape).reshape(-1)
+        upper = str(sem).upper()
+        sem_name = ("acq_rel" if "ACQUIRE_RELEASE" in upper else "acquire" if "ACQUIRE" in upper else
+                    "release" if "RELEASE" in upper else "relaxed")
+        for q in np.unique(lanes[on]).tolist():
+            first = int(np.nonzero((lanes == q) & on)[0][0])
+            self.events.append((pid, ("flag", op, q, written, sem_name, int(seen[first]))))
+        self._flag_read(pid, lanes[on])
+        return result
+
     def __enter__(self):
         from triton.runtime import interpreter
 
         # Wrap whatever the interpreter's builder does now (the core's bounds check may wrap it too),
         # on the instance, as the core does
         builder = interpreter.interpreter_builder
-        names = ("create_masked_store", "create_masked_load", "create_atomic_rmw", "create_atomic_cas")
         self._builder = builder
-        self._own = {name: builder.__dict__[name] for name in names if name in builder.__dict__}
-        saved = {name: getattr(builder, name) for name in names}
+        self._own = {name: builder.__dict__[name] for name in self._NAMES if name in builder.__dict__}
+        saved = {name: getattr(builder, name) for name in self._NAMES}
         watch = self
 
         def create_masked_store(ptrs, value, mask, *rest):
             name, index = watch._where(ptrs, mask)
             pid = watch._pid(builder)
             if name == "C":
-                watch.c_stores.append((pid, index))
+                watch.c_stores.append((pid, index, watch._lanes("C", ptrs, mask)))
             elif name == "P":
                 watch._slots(pid, "p-store", index)
             elif name == "FLAGS":
                 values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape)
                 written = int(values.reshape(-1)[0]) if values.size else 0
                 for q in np.unique(index).tolist():
-                    watch.events.append((pid, ("flag", "store", q, written, True)))
+                    watch.events.append((pid, ("flag", "store", q, written, "plain", None)))
             return saved["create_masked_store"](ptrs, value, mask, *rest)
 
         def create_masked_load(ptrs, mask, *rest):
@@ -299,56 +402,65 @@ class _Watch:
             pid = watch._pid(builder)
             if name == "A":
                 watch.a_lanes[pid] += int(np.asarray(ptrs.data).size)
+                if pid not in watch.first_a:  # its first lane: the block's corner (masks and wrapping aside)
+                    watch.first_a[pid] = int(watch._lanes("A", ptrs, None)[0].reshape(-1)[0])
                 if watch.a_lanes[pid] > watch.a_limit:
                     raise _Runaway(pid)
+            elif name == "B" and pid not in watch.first_b:
+                watch.first_b[pid] = int(watch._lanes("B", ptrs, None)[0].reshape(-1)[0])
             elif name == "P":
                 watch._slots(pid, "p-load", index)
             elif name == "FLAGS":
                 for q in np.unique(index).tolist():
-                    watch.events.append((pid, ("flag", "load", q, None, True)))
+                    watch.events.append((pid, ("flag", "load", q, None, "plain", None)))
                 watch._flag_read(pid, index)
             return saved["create_masked_load"](ptrs, mask, *rest)
 
         def create_atomic_rmw(op, ptr, val, mask, sem, scope):
             name, index = watch._where(ptr, mask)
             pid = watch._pid(builder)
+            real = lambda: saved["create_atomic_rmw"](op, ptr, val, mask, sem, scope)  # noqa: E731
             if name == "C":
                 watch.c_atomics.add(pid)
+            elif name == "P":
+                watch._slots(pid, "p-store", index)
             elif name == "FLAGS":
                 values = np.asarray(val.data).reshape(-1)
                 written = int(values[0]) if values.size else 0
                 kind = str(op).rsplit(".", 1)[-1].lower()  # xchg, add, or, ...
                 reads = kind != "xchg" and written == 0  # atomic_add(flag, 0) and the like only read
-                for q in np.unique(index).tolist():
-                    watch.events.append((pid, ("flag", "read" if reads else kind, q, None if reads else written,
-                                               "RELAXED" in str(sem).upper())))
-                watch._flag_read(pid, index)
-            elif name == "P":
-                watch._slots(pid, "p-store", index)
-            return saved["create_atomic_rmw"](op, ptr, val, mask, sem, scope)
+                return watch._flag_atomic(pid, "read" if reads else kind, ptr, mask, None if reads else written,
+                                          val, sem, real)
+            return real()
 
         def create_atomic_cas(ptr, cmp, val, sem, scope):
             name, index = watch._where(ptr)
             pid = watch._pid(builder)
+            real = lambda: saved["create_atomic_cas"](ptr, cmp, val, sem, scope)  # noqa: E731
             if name == "C":
                 watch.c_atomics.add(pid)
             elif name == "FLAGS":
                 expected = np.asarray(cmp.data).reshape(-1)
                 wanted = np.asarray(val.data).reshape(-1)
                 same = expected.size and wanted.size and int(expected[0]) == int(wanted[0])
-                for q in np.unique(index).tolist():
-                    watch.events.append((pid, ("flag", "read" if same else "cas", q,
-                                               None if same else int(wanted[0]), "RELAXED" in str(sem).upper())))
-                watch._flag_read(pid, index)
-            return saved["create_atomic_cas"](ptr, cmp, val, sem, scope)
+                return watch._flag_atomic(pid, "read" if same else "cas", ptr, None, None if same else int(wanted[0]),
+                                          cmp, sem, real)
+            return real()
+
+        def create_barrier(*args):
+            watch.events.append((watch._pid(builder), ("barrier",)))
+            return saved["create_barrier"](*args)
 
         for name, fn in (("create_masked_store", create_masked_store), ("create_masked_load", create_masked_load),
-                         ("create_atomic_rmw", create_atomic_rmw), ("create_atomic_cas", create_atomic_cas)):
+                         ("create_atomic_rmw", create_atomic_rmw), ("create_atomic_cas", create_atomic_cas),
+                         ("create_barrier", create_barrier)):
             setattr(builder, name, fn)
         return self
 
+    _NAMES = ("create_masked_store", "create_masked_load", "create_atomic_rmw", "create_atomic_cas", "create_barrier")
+
     def __exit__(self, *exc):
-        for name in ("create_masked_store", "create_masked_load", "create_atomic_rmw", "create_atomic_cas"):
+        for name in self._NAMES:
             if name in self._own:
                 setattr(self._builder, name, self._own[name])
             else:
@@ -365,6 +477,8 @@ class _Launch:
     b: torch.Tensor
     c: torch.Tensor  # the M x N view the kernel got (on the CPU after the launch)
     c_strides: tuple  # its strides in c_buffer
+    a_strides: tuple  # A's and B's strides, as the kernel got them
+    b_strides: tuple
     c_buffer: torch.Tensor  # all of C's memory: the view and NaN around it
     p_buffer: torch.Tensor  # P's slots, then NaN
     flag_buffer: torch.Tensor  # FLAGS, then zeros
@@ -405,30 +519,50 @@ def _launch(kernel, case: _Case) -> _Launch:
             *c.stride())
     consts = dict(BLOCK_M=_BM, BLOCK_N=_BN, BLOCK_K=_BK, PROGRAMS=programs, TILES=schedule["tiles"], num_warps=4)
     if runtime.INTERPRET:
-        a_memory = a.as_strided((a.untyped_storage().nbytes() // a.element_size(),), (1,), 0)
-        watch = _Watch({"A": a_memory, "C": c_buffer, "P": p_buffer, "FLAGS": flag_buffer}, programs,
-                       schedule["tiles"] * schedule["iters"])
+        def memory(t):  # all of a tensor's storage, from its start (a view's element indices count from there)
+            return t.as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+
+        watch = _Watch({"A": memory(a), "B": memory(b), "C": c_buffer, "P": p_buffer, "FLAGS": flag_buffer},
+                       programs, schedule["tiles"] * schedule["iters"])
         try:
             with watch:
                 kernel[(programs,)](*args, **consts)
-        except _Spinning as spin:  # say whether the flag is up, and whether it ever went up
+        except _Spinning as spin:  # say whether the flag is up, whether it ever went up, who kept it down
             pid, q = spin.args
             up = bool(flag_buffer[q]) if q < flag_buffer.numel() else False
             raised = any(p == q and item[0] == "flag" and item[2] == q and item[3] for p, item in watch.events)
-            raise _Spinning(pid, q, up, raised) from None
+            as_owner = None
+            handed = [piece for piece in schedule["by_program"][q][-1:] if piece[2] < schedule["iters"]] \
+                if q < programs else []
+            if handed and any(p == q for p, *_ in watch.c_stores):  # program q stored into C what it should hand over
+                as_owner = (handed[0][0], handed[0][2], schedule["iters"])
+            raise _Spinning(pid, q, up, raised, as_owner) from None
+        except Exception as err:  # stopped right after a read that saw another program's flag down?
+            pid = watch._pid(_interpreter_builder())
+            last = next((item for p, item in reversed(watch.events) if p == pid and item[0] == "flag"), None)
+            if last is not None and last[2] != pid and last[5] == 0:
+                raise _StoppedOnDown(pid, last[2], err) from None
+            raise
     else:
         kernel[(programs,)](*args, **consts)
         torch.cuda.synchronize()
-    return _Launch(case, a.cpu(), b.cpu(), c.cpu(), c.stride(), c_buffer.cpu(), p_buffer.cpu(), flag_buffer.cpu(),
-                   schedule, watch)
+    return _Launch(case, a.cpu(), b.cpu(), c.cpu(), c.stride(), a.stride(), b.stride(), c_buffer.cpu(),
+                   p_buffer.cpu(), flag_buffer.cpu(), schedule, watch)
+
+
+def _interpreter_builder():
+    from triton.runtime import interpreter
+
+    return interpreter.interpreter_builder
 
 
 def _learner_sources(kernel) -> list:
-    """The parsed source of the kernel and of each ``@triton.jit`` helper it calls that is not the course's."""
+    """The parsed source of the kernel (first) and of each ``@triton.jit`` helper it calls that is not the
+    course's; empty where Python cannot find the kernel's source."""
     trees, seen = [], set()
 
     def visit(fn):
-        if fn in seen or getattr(fn, "__module__", "").startswith("course."):
+        if fn in seen or (trees and getattr(fn, "__module__", "").startswith("course.")):
             return
         seen.add(fn)
         try:
@@ -463,6 +597,14 @@ def _borrowed(kernel) -> str | None:
             if isinstance(node, ast.Attribute) and node.attr == "streamk_fixup":
                 return ("calls ScheduleContext.streamk_fixup, the course's own fix-up: writing it is the exercise "
                         "(hand over the partial, or wait for the lower programs' partials and add them)")
+            private = node.attr if isinstance(node, ast.Attribute) else \
+                node.id if isinstance(node, ast.Name) and node.id in names and \
+                (getattr(getattr(names[node.id], "fn", names[node.id]), "__module__", "") or "").startswith("course") \
+                else ""
+            if private.startswith("_") and not private.startswith("__"):
+                return (f"uses {private}, a private helper of the course (its name starts with _): the exercise is to "
+                        "write that part yourself (the first program of a tile is the inverse of your span; or let "
+                        "each flag say where its piece starts)")
             if isinstance(node, ast.Name) and node.id in names and node.id != fn.__name__:
                 value = names[node.id]
                 module = value.__name__ if isinstance(value, types.ModuleType) else \
@@ -478,6 +620,175 @@ def _borrowed(kernel) -> str | None:
     return None
 
 
+# --- the hand-over as written: wait loops and barriers, read from the learner's source with ast ---------
+
+_ATOMICS = {"atomic_cas", "atomic_xchg", "atomic_add", "atomic_or", "atomic_and", "atomic_xor", "atomic_max",
+            "atomic_min"}
+
+
+def _called(node) -> str:
+    """The name a call calls: ``tl.atomic_cas(...)`` -> "atomic_cas", ``wait(...)`` -> "wait", else ""."""
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _sem(call: ast.Call) -> str:
+    for kw in call.keywords:
+        if kw.arg == "sem":
+            return str(kw.value.value) if isinstance(kw.value, ast.Constant) else "?"
+    return "acq_rel"  # Triton's default for atomics
+
+
+def _operand(call: ast.Call, position: int, name: str):
+    if len(call.args) > position:
+        return call.args[position]
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
+def _is_zero(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value in (0, 0.0, False) and node.value is not None
+
+
+def _raises(call: ast.Call) -> bool:
+    """An atomic that writes something other than 0 (a flag going up), not a read such as
+    ``atomic_cas(p, x, x)`` or ``atomic_add(p, 0)``, nor a lowering such as ``atomic_xchg(p, 0)``."""
+    name = _called(call)
+    if name not in _ATOMICS:
+        return False
+    if name == "atomic_cas":
+        cmp, val = _operand(call, 1, "cmp"), _operand(call, 2, "val")
+        return val is not None and not _is_zero(val) and not (cmp is not None and ast.dump(cmp) == ast.dump(val))
+    val = _operand(call, 1, "val")
+    return val is not None and not _is_zero(val)
+
+
+def _functions(trees) -> list:
+    return [node for _, tree in trees for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+
+def _flag_pointers(f: ast.FunctionDef) -> set:
+    """The names in ``f`` that hold FLAGS or pointers made from it (``flag = FLAGS + q``)."""
+    names = {"FLAGS"}
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(f):
+            if isinstance(node, ast.Assign) and any(isinstance(n, ast.Name) and n.id in names
+                                                    for n in ast.walk(node.value)):
+                for target in node.targets:
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name) and n.id not in names:
+                            names.add(n.id)
+                            changed = True
+    return names
+
+
+def _raisings(trees) -> list:
+    """``(function, call)`` for each atomic that raises a flag: on FLAGS in the kernel, on anything in a helper
+    (whose parameters have other names)."""
+    found = []
+    for i, f in enumerate(_functions(trees)):
+        pointers = _flag_pointers(f) if i == 0 else None
+        for call in ast.walk(f):
+            if _raises(call) and (pointers is None or any(isinstance(n, ast.Name) and n.id in pointers
+                                                          for n in ast.walk(_operand(call, 0, "pointer")
+                                                                            or ast.Constant(0)))):
+                found.append((f, call))
+    return found
+
+
+def _reads_and_tainted(trees):
+    """``(is_read, tainted)``: ``is_read(node)`` for a call that reads a flag with acquire (an atomic with
+    sem "acquire" or "acq_rel", or a call of a learner's helper that returns one); ``tainted[function]``: the
+    names assigned from such reads, directly or through other such names."""
+    functions = _functions(trees)
+    readers = set()
+    tainted = {f.name: set() for f in functions}
+
+    def is_read(node) -> bool:
+        name = _called(node)
+        return (name in _ATOMICS and _sem(node) in ("acquire", "acq_rel")) or (name in readers and name)
+
+    def depends(expr, names) -> bool:
+        return any(is_read(n) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(expr))
+
+    changed = True
+    while changed:
+        changed = False
+        for f in functions:
+            names = tainted[f.name]
+            for node in ast.walk(f):
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and \
+                        node.value is not None and depends(node.value, names):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        for n in ast.walk(target):
+                            if isinstance(n, ast.Name) and n.id not in names:
+                                names.add(n.id)
+                                changed = True
+                if isinstance(node, ast.Return) and node.value is not None and f.name not in readers and \
+                        depends(node.value, names):
+                    readers.add(f.name)
+                    changed = True
+    return is_read, tainted
+
+
+def _endless_wait(trees) -> str | None:
+    """A ✗ message for a while loop that tests a flag read before it and never changes its condition."""
+    is_read, tainted = _reads_and_tainted(trees)
+    for f in _functions(trees):
+        for loop in ast.walk(f):
+            if not isinstance(loop, ast.While):
+                continue
+            tested = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+            if not tested & tainted[f.name] or any(isinstance(n, ast.Call) for n in ast.walk(loop.test)):
+                continue
+            changed = {n.id for stmt in loop.body for n in ast.walk(stmt)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if not tested & changed:
+                return (f"your loop `while {ast.unparse(loop.test)}:` never reads the flag again: nothing in it "
+                        "changes its condition, so once entered it never ends; repeat the atomic that acquires "
+                        "inside the loop, until it sees the flag up")
+    return None
+
+
+def _hand_over_in_source(trees) -> str | None:
+    """A ✗ message if the source has no wait loop (a while loop whose condition depends on an atomic that
+    acquires, repeated inside it), or raises a flag with no tl.debug_barrier() before it. None without a source."""
+    if not trees:
+        return None
+    is_read, tainted = _reads_and_tainted(trees)
+    waits = False
+    for f in _functions(trees):
+        for loop in ast.walk(f):
+            if not isinstance(loop, ast.While) or not any(
+                    is_read(n) or (isinstance(n, ast.Name) and n.id in tainted[f.name]) for n in ast.walk(loop.test)):
+                continue
+            # it reads the same flag again on every turn: a read inside it whose operands the loop does not change
+            # (a loop that steps q down and reads each flag once is no wait)
+            changed = {n.id for stmt in loop.body for n in ast.walk(stmt)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if any(is_read(n) and not {m.id for arg in n.args for m in ast.walk(arg) if isinstance(m, ast.Name)}
+                   & changed for n in ast.walk(loop)):
+                waits = True
+    if not waits:
+        return ("your kernel has no wait loop: no while loop repeats an atomic that acquires until it sees the flag "
+                "up. One atomic reads a flag once, and on a GPU the lower program may not have raised it yet: the "
+                "owner must keep reading (sem=\"acquire\") while the flag is down")
+    barriers = {f.name: [n.lineno for n in ast.walk(f) if _called(n) == "debug_barrier"] for f in _functions(trees)}
+    for f, call in _raisings(trees):
+        # a barrier earlier in the same function; or, where the flag is raised in a helper without one, anywhere
+        if not any(line < call.lineno for line in barriers[f.name]) and \
+                not (not barriers[f.name] and any(barriers.values())):
+            return ("your kernel raises its flag with no tl.debug_barrier() before it: the atomic that raises it "
+                    "is made by one thread, and its release covers only that thread's own stores, not the other "
+                    "threads' parts of the partial; put tl.debug_barrier() between writing the partial and raising "
+                    "the flag")
+    return None
+
+
 @exercise("streamk_kernel", "Write the rest of streamk_kernel above: this program's pieces, the partials handed "
                             "over through P and FLAGS, and the owner's fix-up")
 def check_streamk_kernel(streamk_kernel) -> str:
@@ -485,14 +796,25 @@ def check_streamk_kernel(streamk_kernel) -> str:
     (Stream-K only), launched on 2 to 10 programs with float32 C, ragged M, N and K, tiles shared by up
     to three programs, a transposed A, a sliced B and a strided C, more programs than K-iterations, and a
     random product. Under the interpreter the check also watches each program's memory operations: every
-    tile of C stored once, each program computing exactly its range, the partials read only after their
-    flag, the flags raised after the partial (atomics, release/acquire) and left at zero."""
+    tile of C stored once, by its owner, each program computing exactly its range, last piece first, each
+    partial written, then a barrier, then its flag raised with release, and read only after a wait that
+    acquires saw its flag up (each program's first read of another's flag is made to see it down, as it may be
+    on a GPU), the flags left at zero. On a GPU, where it cannot watch, it reads the wait loop and the
+    barrier from the source."""
     require_jit("streamk_kernel", streamk_kernel, _KERNEL_PARAMS, kind="kernel")
     if _not_attempted(streamk_kernel):
         raise NotAttempted()
     borrowed = _borrowed(streamk_kernel)
     if borrowed:
         raise Failed(f"your kernel {borrowed}")
+    trees = _learner_sources(streamk_kernel)
+    endless = _endless_wait(trees)
+    if endless:
+        raise Failed(endless)
+    if not runtime.INTERPRET and _raisings(trees):  # on a GPU a missing wait races, or hangs: read it first
+        written = _hand_over_in_source(trees)
+        if written:
+            raise Failed(written)
     rng = random.Random()
     M, N = rng.choice([32, 64, 40, 44, 57, 70]), rng.choice([16, 32, 21, 26, 40, 53])
     extra = _Case("", M, N, rng.randint(1, 180), rng.randint(2, 9))
@@ -507,22 +829,133 @@ def check_streamk_kernel(streamk_kernel) -> str:
             raise Failed(f"on {case.what}: program {runaway.args[0]} computes more K-iterations than the whole "
                           "product has: does your loop over the pieces end? Each turn must move the end of the "
                           "range down (or its start up) by the piece's length") from None
+        except _StoppedOnDown as stopped:
+            pid, q, err = stopped.args
+            raise Failed(f"on {case.what}: program {pid} read program {q}'s flag once, saw it down (here the first "
+                          "read of each flag sees it down, as it may on a GPU, where program {q} may not have raised "
+                          f"it yet), and stopped: {_one_line(err)}. A wait is a while loop that repeats the atomic "
+                          "that acquires until it sees the flag up".replace("{q}", str(q))) from None
         except Exception as err:
-            raise user_error(f"on {case.what}, your kernel", err) from None
+            raise _refused(f"on {case.what}, your kernel", err) from None
         _diagnose_kernel(launch)
+    written = _hand_over_in_source(trees)
+    if written:
+        raise Failed(written)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         a = torch.empty(64, 64, dtype=torch.float16)
         c, p, f = torch.empty(64, 64), torch.empty(4 * _BM * _BN), torch.zeros(4, dtype=torch.int32)
-        compiles_for_a_gpu(streamk_kernel, a, a, c, p, f, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=_BM, BLOCK_N=_BN,
-                           BLOCK_K=_BK, PROGRAMS=4, TILES=8)
-    watched = ("; each tile stored once, by its owner, and each partial read after its flag went up"
-               if runtime.INTERPRET else "")
+        _builds_for_a_gpu(streamk_kernel, a, a, c, p, f, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=_BM, BLOCK_N=_BN,
+                          BLOCK_K=_BK, PROGRAMS=4, TILES=8)
+        watched = ("; watched: each program computed its own range, last piece first; each tile was stored once, by "
+                   "its owner; each partial was written, then a barrier, then its flag raised with release, and read "
+                   "only after a wait that acquires saw the flag up (each first read of a flag sees it down); FLAGS "
+                   "ended at zero")
+    else:
+        watched = ("; the hand-over read from your source (a wait loop that acquires, a barrier before each flag "
+                   "goes up): on a GPU the check cannot watch the programs")
     return (f"right on {len(cases)} products: tiles shared by two and three programs, ragged edges, strided "
             f"operands, idle programs and a random one{watched}")
 
 
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:160]}" if text else type(err).__name__
+
+
+# --- building for a GPU, with the compiler's reason ------------------------------------------------------
+
+# Refusals whose own words do not say what to change: (words in the compiler's reason, hint)
+_COMPILE_HINTS = [
+    ("Break", "Triton has no break (nor continue): end the loop through its condition"),
+    ("Continue", "Triton has no continue: put the rest of the turn under an if"),
+    ("int() argument", "int() of a value computed in a kernel: there it is a tensor, not a Python number; divide "
+                       "with // to get whole numbers"),
+    ("float() argument", "float() of a value computed in a kernel: there it is a tensor; use .to(tl.float32)"),
+]
+
+
+def _hint(text: str) -> str:
+    hint = next((h for words, h in _COMPILE_HINTS if words in text), "")
+    return f"\n  hint: {hint}" if hint else ""
+
+
+def _refused(what: str, err: BaseException) -> Failed:
+    """``core.user_error``, with a hint for the refusals above (what a GPU says when it compiles at launch)."""
+    failed = user_error(what, err)
+    text = str(failed)
+    if "hint:" not in text:
+        failed = Failed(text + _hint(text), failed.picture)
+    return failed
+
+
+class _WholeErrors:
+    """Stands in for ``subprocess`` inside ``course.compile`` during one build, and keeps the build's whole error
+    output: the compiler's innermost error, with its reason, comes first, and course.compile keeps the last lines."""
+
+    def __init__(self):
+        self.stderr = ""
+
+    def run(self, *args, **kwargs):
+        done = subprocess.run(*args, **kwargs)
+        self.stderr = done.stderr or ""
+        return done
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+
+def _compiler_reason(stderr: str) -> str:
+    """The innermost reason in a failed build's output and the line it points at: "reason\n    at: line"."""
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\S*(CompilationError|UnsupportedLanguageConstruct)\S*: at \d+:\d+:", line):
+            caret = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "^"), None)
+            if caret is None:
+                break
+            reason = []
+            for follow in lines[caret + 1:]:
+                if not follow.strip():
+                    break
+                reason.append(follow.strip())
+            text = " ".join(reason) or "no reason given"
+            inner = re.fullmatch(r"(\w+Error)\((['\"].*['\"])\)", text)
+            if inner:
+                try:
+                    text = f"{inner.group(1)}: {ast.literal_eval(inner.group(2))}"
+                except (ValueError, SyntaxError):
+                    pass
+            return f"{text}\n    at: {lines[caret - 1].strip()}"
+    shown = [line for line in lines if line.strip()]
+    return next((line.strip() for line in reversed(shown) if "Error" in line), shown[-1] if shown else "no reason")
+
+
+def _builds_for_a_gpu(kernel, *args, **constexprs) -> None:
+    """Build ``kernel`` for an H100 (``course.compile.build``); a ✗ with the compiler's innermost reason and the
+    line it points at if it refuses. Skipped where the build cannot find the kernel's source."""
+    from course import compile as compiling
+
+    try:
+        inspect.getsource(kernel.fn)
+    except (OSError, TypeError):
+        return
+    errors = _WholeErrors()
+    saved, compiling.subprocess = compiling.subprocess, errors
+    try:
+        compiling.build(kernel, *args, **constexprs)
+    except RuntimeError as err:
+        reason = _compiler_reason(errors.stderr or str(err))
+        if f"No module named '{kernel.fn.__module__}'" in reason:
+            return  # the kernel's own module cannot be imported by the build (a file outside sys.path)
+        raise Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
+                      + (_hint(reason) or hint_for(reason))) from None
+    except TypeError:
+        return  # the build cannot take it (a notebook object it cannot carry): nothing to blame the learner for
+    finally:
+        compiling.subprocess = saved
+
+
 # A program keeps reading program q's flag under the interpreter, where programs run one after another.
-def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False) -> str:
+def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_owner: tuple | None = None) -> str:
     if q > pid:
         return (f"program {pid} waits for program {q}'s flag, a higher program id, and never gets it (here programs "
                 "run one after another, in id order; on a GPU a later program may not have started either). Only "
@@ -537,6 +970,13 @@ def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False) -> s
         return (f"program {pid} waits for program {q}'s flag, which was lowered already: only the owner of the "
                 f"tile that program {q} handed over waits for it (once), and lowers it after; wait only for the "
                 "programs that hold earlier K-iterations of your tile")
+    if as_owner:
+        t, k_end, iters = as_owner
+        return (f"program {pid} waits for program {q}'s flag, which program {q} never raised: program {q} took "
+                f"itself for the owner of tile {t} and stored it into C, although its piece there stops after "
+                f"K-iteration {k_end - 1} of the tile's {iters}. Check how your kernel decides that a piece ends its "
+                "tile: its k_end reaches the tile's count of K-iterations (sched.iters_per_tile(), which counts a "
+                "ragged last one)")
     return (f"program {pid} waits for program {q}'s flag, which program {q} never raised: a program that hands "
             "over a partial raises its flag (FLAGS + pid) once the partial is written")
 
@@ -564,7 +1004,16 @@ def _diagnose_kernel(launch: _Launch) -> None:
     offsets = (rows * launch.c_strides[0] + cols * launch.c_strides[1]).flatten()
     view[offsets] = True
     around = launch.c_buffer[~view]
-    if not torch.isnan(around).all() or (watch and any((~view[idx]).any() for _, idx in watch.c_stores)):
+    if watch is not None:
+        unmasked = _unmasked_edge(watch, launch.c_strides, M, N)
+        if unmasked is not None:
+            pid, rows, cols = unmasked
+            past = " and ".join(([f"rows from M = {M} on"] if rows else []) + ([f"columns from N = {N} on"] if cols
+                                                                                else []))
+            raise Failed(f"on {what}: program {pid} stores a tile at C's edge without masking it: its {past} lie "
+                          "outside C (in the memory around it, or on other elements of C); store with a mask that "
+                          "keeps the rows below M and the columns below N (the output view does that)")
+    if not torch.isnan(around).all() or (watch and any((~view[idx]).any() for _, idx, _ in watch.c_stores)):
         raise Failed(f"on {what}: stored into memory around C that is not part of C: address C's element (i, j) "
                       "through C's strides, stride_cm and stride_cn (here the output view does that)")
     if not torch.isnan(launch.p_buffer[programs * slot:]).all():
@@ -582,7 +1031,7 @@ def _diagnose_kernel(launch: _Launch) -> None:
     if watch is not None:
         counts = torch.zeros(launch.c_buffer.numel(), dtype=torch.long)
         storers = {}
-        for pid, idx in watch.c_stores:
+        for pid, idx, _ in watch.c_stores:
             counts.index_add_(0, torch.as_tensor(idx), torch.ones(len(idx), dtype=torch.long))
             for t in torch.unique(tile_of.flatten()[_positions(idx, launch.c_strides, N, view)]).tolist():
                 storers.setdefault(t, []).append(pid)
@@ -632,6 +1081,9 @@ def _diagnose_kernel(launch: _Launch) -> None:
                 raise Failed(f"on {what}: program {pid} computed {plural(done, 'K-iteration')}, but its range "
                               f"(sched.iter_range()) holds {end - start}: each program computes exactly its own range; "
                               + more)
+        # 5b. Last piece first, and the waits
+        _diagnose_order(launch)
+        _diagnose_waits(launch)
     # 6. The values, tile by tile
     _diagnose_values(launch, tile_of)
     if watch is None:
@@ -640,6 +1092,85 @@ def _diagnose_kernel(launch: _Launch) -> None:
     # 7. The hand-over: partials written before their flag goes up, read only after it
     _diagnose_protocol(launch)
     _flags_left(launch)
+
+
+def _diagnose_order(launch: _Launch) -> None:
+    """Each program's first computed piece (from the corners of its first loads of A and of B) must be its range's
+    last one: a ✗ for a program that starts with its range's first piece."""
+    schedule, watch, what = launch.schedule, launch.watch, launch.case.what
+    for pid, pieces in enumerate(schedule["by_program"]):
+        if len(pieces) < 2 or pid not in watch.first_a or pid not in watch.first_b:
+            continue
+        row, k = _split(watch.first_a[pid], launch.a_strides)
+        _, col = _split(watch.first_b[pid], launch.b_strides)
+        k_iter, pid_m, pid_n = int(k) // _BK, int(row) // _BM, int(col) // _BN
+
+        def computes(piece):
+            t, k0, k1 = piece
+            return schedule["coords"][t] == (pid_m, pid_n) and k0 <= k_iter < k1
+
+        if computes(pieces[-1]) or not computes(pieces[0]):
+            continue  # last piece first; or an order this check cannot name (tiles numbered another way, say)
+        t, k0, k1 = pieces[0]
+        raise Failed(f"on {what}: program {pid} walks its range forwards: it starts with its first piece (tile {t}'s "
+                      f"K-iterations {k0} to {k1 - 1}). Walk the range "
+                      "backwards, last piece first (sched.streamk_span). The last piece is the one whose partial a "
+                      "higher program may wait for, so it goes out at once; the first piece, which this program owns "
+                      "and finishes by waiting for lower ones, comes last, when their partials are ready. Walked "
+                      "forwards, each owner waits at its start for a partial the program below makes only at its "
+                      "end, and on a GPU the programs run one after another")
+
+
+def _diagnose_waits(launch: _Launch) -> None:
+    """No partial read (nor given up on) after a read that saw its flag down."""
+    what, watch = launch.case.what, launch.watch
+    for pid in range(launch.case.programs):
+        items = [item for p, item in watch.events if p == pid]
+        seen, loaded = {}, set()
+        for item in items:
+            if item[0] == "flag" and item[2] != pid and item[5] is not None:
+                seen.setdefault(item[2], []).append((item[4], item[5]))
+            elif item[0] == "p-load" and item[1] != pid:
+                q = item[1]
+                loaded.add(q)
+                acquired = [value for sem, value in seen.get(q, []) if sem in ("acquire", "acq_rel")]
+                if acquired and acquired[-1] == 0:
+                    raise Failed(f"on {what}: program {pid} reads program {q}'s partial although its last read of "
+                                  f"program {q}'s flag saw it down (here the first read of each flag sees it down, as "
+                                  f"it may on a GPU, where program {q} may not have raised it yet): a wait is a while "
+                                  "loop that repeats the atomic that acquires until it sees the flag up")
+        for q, reads in seen.items():
+            if q not in loaded and q < pid and reads[-1][1] == 0:
+                raise Failed(f"on {what}: program {pid} read program {q}'s flag, saw it down and went on without "
+                              f"program {q}'s partial (here the first read of each flag sees it down, as it may on a "
+                              "GPU): a wait is a while loop that repeats the atomic that acquires until it sees the "
+                              "flag up")
+
+
+def _split(index, strides: tuple):
+    """Element indices of a strided matrix (the larger stride is the rows', or the columns' when it is the first
+    one's smaller) -> ``(row, column)`` arrays."""
+    index = np.asarray(index, dtype=np.int64)
+    s0, s1 = strides
+    if s0 >= s1:
+        return index // s0, index % s0 // s1
+    return index % s1 // s0, index // s1
+
+
+def _unmasked_edge(watch: _Watch, strides: tuple, M: int, N: int):
+    """``(program, past M, past N)`` for the first store into C of a whole tile laid out through C's strides
+    whose masked-in lanes reach past C's edge (rows from M, columns from N); None if there is none."""
+    for pid, _, (lanes, on) in watch.c_stores:
+        if lanes.ndim != 2:
+            continue
+        rows, cols = np.arange(lanes.shape[0])[:, None], np.arange(lanes.shape[1])[None, :]
+        if not (lanes == lanes[0, 0] + rows * strides[0] + cols * strides[1]).all():
+            continue  # not a tile addressed through C's strides (indices wrapped, or wrong strides)
+        i0, j0 = (int(v) for v in _split(lanes[0, 0], strides))
+        past_m, past_n = (i0 + rows >= M) & on, (j0 + cols >= N) & on
+        if past_m.any() or past_n.any():
+            return pid, bool(past_m.any()), bool(past_n.any())
+    return None
 
 
 def _positions(idx, strides: tuple, N: int, view) -> torch.Tensor:
@@ -701,6 +1232,10 @@ def _by_iterations(got, parts, pieces, error: float, tol: float) -> str:
                 "once: check each piece's K range (k_begin, k_end) within the tile")
     lost = [p for (p, _, _), v in times.items() if v == 0]
     twice = [(p, k0, k1) for (p, k0, k1), v in times.items() if v == 2]
+    if times[pieces[-1]] == 0:
+        _, k0, k1 = pieces[-1]
+        return (f"the owner's own K-iterations ({k0} to {k1 - 1}, program {owner}'s accumulator) are missing from it: "
+                "did the owner replace its acc by a partial it read? Add each partial to the owner's acc")
     if lost and set(lost) == {p for p, _, _ in pieces} - {owner} and times[pieces[-1]] == 1:
         return (f"it holds only its owner's own K-iterations (program {owner}'s): add the partials of the lower "
                 f"programs that hold its earlier K-iterations ({_programs(lost)})")
@@ -722,41 +1257,51 @@ def _diagnose_protocol(launch: _Launch) -> None:
     for pid, item in watch.events:
         merged[pid].append(item)
     for pid, items in merged.items():
-        partial_written, waited, relaxed_waits = False, set(), set()
+        partial_written, barrier_after, seen = False, False, {}
         for item in items:
-            if item[0] == "p-store":
-                partial_written = True
+            if item[0] == "barrier":
+                barrier_after = partial_written
+            elif item[0] == "p-store":
+                partial_written, barrier_after = True, False
             elif item[0] == "p-load":
                 q = item[1]
-                if q != pid and q not in waited and q in relaxed_waits:
-                    raise Failed(f"on {what}: program {pid} waits for program {q}'s flag with sem=\"relaxed\": then "
-                                  "the partial's load may move before the wait on a GPU; wait with sem=\"acquire\"")
-                if q != pid and q not in waited:
+                if q == pid:
+                    continue
+                sems = [sem for sem, _ in seen.get(q, [])]
+                if not sems:
                     raise Failed(f"on {what}: program {pid} reads program {q}'s partial without first waiting for "
                                   f"program {q}'s flag: on a GPU the partial may not be written yet (here programs "
                                   "run one after another, so it happened to be)")
+                if not any(sem in ("acquire", "acq_rel") for sem in sems):
+                    raise Failed(f"on {what}: program {pid} waits for program {q}'s flag, but with sem=\"{sems[-1]}\", "
+                                  "which does not acquire: then the partial's load may move before the wait on a GPU "
+                                  "and read the slot before the flag; wait with sem=\"acquire\"")
             else:
-                _, op, q, written, relaxed = item
+                _, op, q, written, sem, value = item
                 if q == pid and written:  # raising its own flag
                     if op == "store":
                         raise Failed(f"on {what}: program {pid} raises its flag with tl.store: on a GPU that store "
                                       "may be seen before the partial; raise it with an atomic that releases, such as "
                                       "tl.atomic_xchg(..., sem=\"release\")")
-                    if relaxed:
-                        raise Failed(f"on {what}: program {pid} raises its flag with sem=\"relaxed\": then the "
-                                      "partial may reach the owner after the flag; raise it with sem=\"release\"")
+                    if sem not in ("release", "acq_rel"):
+                        raise Failed(f"on {what}: program {pid} raises its flag with sem=\"{sem}\", which does not "
+                                      "release: then the partial may reach the owner after the flag; raise it with "
+                                      "sem=\"release\"")
                     if not partial_written:
                         raise Failed(f"on {what}: program {pid} raises its flag before writing its partial to P: "
                                       "an owner could read the slot half-written; write the partial, then raise")
-                    partial_written = False
+                    if not barrier_after:
+                        raise Failed(f"on {what}: program {pid} raises its flag right after writing its partial, "
+                                      "with no tl.debug_barrier() between: the atomic that raises it is made by one "
+                                      "thread, and its release covers only that thread's own stores, not the other "
+                                      "threads' parts of the partial; put tl.debug_barrier() between them")
+                    partial_written = barrier_after = False
                 elif q != pid and op == "load":
                     raise Failed(f"on {what}: program {pid} reads program {q}'s flag with tl.load: a compiled wait "
                                   "loop may read it once and spin forever, and the partial's load may move before "
                                   "it; wait with an atomic that acquires (sem=\"acquire\")")
-                elif q != pid and not relaxed:
-                    waited.add(q)
-                elif q != pid and op == "read":
-                    relaxed_waits.add(q)
+                elif q != pid and value is not None and (written is None or sem in ("acquire", "acq_rel")):
+                    seen.setdefault(q, []).append((sem, value))  # a read, or a write that waits (not a lowering)
 
 
 def _flags_left(launch: _Launch) -> None:

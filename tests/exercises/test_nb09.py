@@ -41,6 +41,16 @@ SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contai
     "remainder to the first program only": ([(_START, "start = pid * base + tl.minimum(pid, 1) * extra"),
                                              (_END, "end = start + base + (pid == 0).to(tl.int32) * extra")],
                                             "as evenly as possible"),
+    "returns end, start": ([("return start, end", "return end, start")], "wrong way round"),
+}
+# Right under the interpreter, refused by a GPU's compiler: the check builds the span for an H100 and says why
+SPAN_REFUSED = {
+    "int() of a true division": ([(_START, "start = int(pid * total / sharers)"),
+                                  (_END, "end = int((pid + 1) * total / sharers)")],
+                                 "int() of a value computed in a kernel"),
+    "a while True loop left with break": ([(_START, "start = 0\n    while True:\n"
+                                                     "        start = pid * total // sharers\n        break"),
+                                           (_END, "end = (pid + 1) * total // sharers")], "Triton has no break"),
 }
 
 
@@ -51,7 +61,7 @@ def test_the_span_reference_passes_as_given_and_as_a_learners_cell(tmp_path):
 
 def test_every_wrong_span_gets_its_own_message(tmp_path):
     table = {label: (variant(tmp_path, f"span_{i}", solutions.span, *edits), words)
-             for i, (label, (edits, words)) in enumerate(SPAN_WRONG.items())}
+             for i, (label, (edits, words)) in enumerate({**SPAN_WRONG, **SPAN_REFUSED}.items())}
     table["no @triton.jit"] = (lambda pid, total, sharers: (0, total), "did you forget @triton.jit")
     table["None"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_streamk_span, table,
@@ -76,6 +86,12 @@ def test_a_span_that_splits_the_remainder_another_way_passes(tmp_path, label):
     span = variant(tmp_path, "span_right_" + str(list(SPAN_RIGHT).index(label)), solutions.span, *SPAN_RIGHT[label])
     verdict = quiet(exercises.check_streamk_span, span)
     assert verdict.passed, verdict.line
+
+
+def test_a_span_the_gpu_refuses_is_told_the_compilers_reason(tmp_path):
+    span = variant(tmp_path, "span_break", solutions.span, *SPAN_REFUSED["a while True loop left with break"][0])
+    verdict = quiet(exercises.check_streamk_span, span)
+    assert "unsupported AST node type: Break" in verdict.message and "at: break" in verdict.message, verdict.line
 
 
 def test_a_span_with_huge_ranges_is_told_without_drawing_them(tmp_path):
@@ -131,6 +147,31 @@ _COURSE_OWNER = '''        else:  # the owner: wait for the lower programs with 
             tensorC.store(acc, out_tile)
 '''
 _COURSE = [(_OWNER, _COURSE_OWNER), (_RAISE, 'tl.atomic_xchg(FLAGS + pid, 1, sem="release")')]
+_COURSE_WAIT = ('                    while tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire") != 1:\n'
+                '                        pass\n'
+                '                    tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")\n')
+_LOOP = '                while flag == 0:\n                    flag = tl.atomic_cas(FLAGS + q, 0, 0, sem="acquire")\n'
+_BARRIER = "            tl.debug_barrier()  # all of the partial is written before the flag goes up\n"
+_FORWARD = [("    while end > start:  # the pieces of the range, the last one first\n"
+             "        tile_id, k_begin, k_end = sched.streamk_span(start, end)",
+             "    iters = sched.iters_per_tile()\n    while start < end:  # first piece first\n"
+             "        tile_id = start // iters\n        k_begin = start % iters\n"
+             "        k_end = tl.minimum(iters, k_begin + end - start)"),
+            (_STEP, "start += k_end - k_begin")]
+_HELPERS = '''@triton.jit
+def wait_for(flag_ptr):
+    flag = tl.atomic_cas(flag_ptr, 0, 0, sem="acquire")
+    while flag == 0:
+        flag = tl.atomic_cas(flag_ptr, 0, 0, sem="acquire")
+    return flag
+
+
+@triton.jit
+def hand_over(slot_ptr, flag_ptr, acc, in_slot, value):
+    tl.store(slot_ptr + in_slot, acc)
+    tl.debug_barrier()
+    tl.atomic_xchg(flag_ptr, value, sem="release")
+'''
 
 
 def _importing(line):
@@ -162,7 +203,38 @@ KERNEL_WRONG = {  # label: (edits of solutions.streamk_kernel, words its message
                           "PROGRAMS: tl.constexpr)"),
                          ("streamk_tiles=TILES", "streamk_tiles=PROGRAMS")], "keep the signature"),
     "the K range from 0": ([(_REDUCE, _REDUCE.replace("k_begin, k_end)", "0, k_end)"))], None),  # words below
+    # the owner never waits: one acquiring atomic, where a GPU needs a loop (under the interpreter the lower
+    # programs ran first, so the flag was up: the check makes each first read see it down)
+    "no wait loop: the flag read once": ([(_LOOP, "")], "until it sees the flag up"),
+    "no wait loop: one atomic_cas that lowers the flag": (
+        _COURSE + [(_COURSE_WAIT, '                    tl.atomic_cas(FLAGS + q, 1, 0, sem="acquire")\n')],
+        "until it sees the flag up"),
+    "no wait loop: one atomic_xchg that lowers the flag": (
+        _COURSE + [(_COURSE_WAIT, '                    tl.atomic_xchg(FLAGS + q, 0, sem="acquire")\n')],
+        "until it sees the flag up"),
+    "no wait loop: a device_assert on the flag": (_COURSE + [(_COURSE_WAIT, '                    tl.device_assert('
+                                                              'tl.atomic_cas(FLAGS + q, 1, 0, sem="acquire") == 1, '
+                                                              '"flag down")\n')], "until it sees the flag up"),
+    "no wait loop: the flag read twice": ([(_LOOP, '                flag = tl.atomic_cas(FLAGS + q, 0, 0, '
+                                                   'sem="acquire")\n')], "no while loop repeats an atomic"),
+    "a wait loop that never reads again": ([(_LOOP, "                while flag == 0:\n                    pass\n")],
+                                           "never reads the flag again"),
+    "no barrier before the flag goes up": ([(_BARRIER, "")], "tl.debug_barrier() between"),
+    "the owner replaces its acc by a partial": ([(_ADD, _ADD.replace("acc +=", "acc ="))], "owner's own K-iterations"),
+    "a private helper of the course": (_COURSE + [('''                base = total // PROGRAMS
+                extra = total % PROGRAMS
+                g = tile_id * iters  # the tile's first K-iteration, and the program holding it
+                first = tl.where(g < extra * (base + 1), g // (base + 1),
+                                 extra + (g - extra * (base + 1)) // tl.maximum(base, 1))
+''', "                first = sched._streamk_program_of(tile_id * iters)\n")], "private helper of the course"),
+    "a break in the walk": ([("    while end > start:  # the pieces of the range, the last one first\n",
+                              "    while True:\n        if end <= start:\n            break\n")],
+                            "Triton has no break"),
 }
+# the same mistake, found by the watch or read from the source: one message for several of them
+_NO_WAIT = ("no wait loop: the flag read once", "no wait loop: one atomic_cas that lowers the flag",
+            "no wait loop: one atomic_xchg that lowers the flag", "no wait loop: a device_assert on the flag",
+            "no wait loop: the flag read twice")
 # Wrong answers that only the interpreter's watch sees (on a GPU they race, or pass by luck).
 KERNEL_WRONG_WATCHED = {
     "no fix-up: every piece stored": ([(_HAND_OVER, "        tensorC.store(acc, out_tile)\n")], "is stored by"),
@@ -172,7 +244,17 @@ KERNEL_WRONG_WATCHED = {
     "flag raised with tl.store": ([(_RAISE, "tl.store(FLAGS + pid, k_begin + 1)")], "raises its flag with tl.store"),
     "flag raised relaxed": ([(_RAISE, _RAISE.replace("release", "relaxed"))], "raises its flag with sem=\"relaxed\""),
     "waits with a relaxed atomic": ([(_FIRST_WAIT, _WAIT.replace("acquire", "relaxed")),
-                                     (_SPIN, _SPIN.replace("acquire", "relaxed"))], "waits for program 0's flag with"),
+                                     (_SPIN, _SPIN.replace("acquire", "relaxed"))],
+                                    'with sem="relaxed", which does not acquire'),
+    "the course's wait loop, relaxed": (_COURSE + [(_COURSE_WAIT, _COURSE_WAIT.replace("acquire", "relaxed"))],
+                                        'with sem="relaxed", which does not acquire'),
+    "the range walked forward": (_FORWARD, "last piece first"),
+    "an assert instead of a wait": (_COURSE + [(_COURSE_WAIT, '                    assert tl.atomic_cas(FLAGS + q, 1, '
+                                                              '0, sem="acquire") == 1, "flag down"\n')], "and stopped"),
+    "stores C without a mask": ([(_STORE_C, "            rm = out_tile.pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                                            "            rn = out_tile.pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+                                            "            tl.store(C + rm[:, None] * stride_cm + rn[None, :] * "
+                                            "stride_cn, acc)")], "without masking it"),
     "waits with tl.load": ([(_FIRST_WAIT, "flag = tl.load(FLAGS + q, volatile=True)"),
                             (_SPIN, "                    flag = tl.load(FLAGS + q, volatile=True)")],
                            "flag with tl.load"),
@@ -226,17 +308,19 @@ def test_every_wrong_streamk_kernel_gets_its_own_message(tmp_path):
     table["no @triton.jit"] = (solutions.streamk_kernel.fn, "did you forget @triton.jit")
     table["None"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_streamk_kernel, table,
-                               same_mistake=("the K range from 0", "the owner recomputes the tile"))
+                               same_mistake=("the K range from 0", "the owner recomputes the tile",
+                                             "waits with a relaxed atomic", "the course's wait loop, relaxed")
+                               + _NO_WAIT)
 
 
 KERNEL_RIGHT = {  # other correct designs
     "the course's protocol: the first sharer from the split, flags of 1": _COURSE,
-    "the range walked forward": [("    while end > start:  # the pieces of the range, the last one first\n"
-                                  "        tile_id, k_begin, k_end = sched.streamk_span(start, end)",
-                                  "    iters = sched.iters_per_tile()\n    while start < end:  # first piece first\n"
-                                  "        tile_id = start // iters\n        k_begin = start % iters\n"
-                                  "        k_end = tl.minimum(iters, k_begin + end - start)"),
-                                 (_STEP, "start += k_end - k_begin")],
+    "a wait with Triton's default sem (acq_rel, which acquires)": [(_FIRST_WAIT, _WAIT.replace(', sem="acquire"', "")),
+                                                                  (_SPIN, _SPIN.replace(', sem="acquire"', ""))],
+    "the wait and the hand-over in helpers of one's own": [
+        ("@triton.jit\ndef streamk_kernel", _HELPERS + "\n\n@triton.jit\ndef streamk_kernel"),
+        (_PUBLISH, "            hand_over(P + pid * BLOCK_M * BLOCK_N, FLAGS + pid, acc, in_slot, k_begin + 1)"),
+        (_FIRST_WAIT + "\n" + _LOOP, "flag = wait_for(FLAGS + q)\n")],
     "reduce_tile steps and an atomic_add wait": [(_REDUCE, "acc = ctx.init_accumulator()\n"
                                                            "        for kk in range(k_begin, k_end):\n"
                                                            "            acc = ctx.reduce_tile(tensorA, tensorB, "
@@ -291,7 +375,11 @@ _IN_A_CELL = _HEADER + "\n\n"
 KERNEL_HANGS = {  # label: (edits, words): answers that never finish under the interpreter, or reach far memory
     "waits for a higher program": ([("q -= 1  # the program", "q += 1  # the program")], "a higher program id"),
     "the flag is never raised": ([(_RAISE, "pass")], "never raised"),
-    "waits while the flag is up": ([("while flag == 0:", "while flag != 0:")], "although it is up"),
+    "waits while the flag is up": ([("while flag == 0:", "while flag != 0:")], "until it sees the flag up"),
+    "the owner test one short": ([("if k_end < sched.iters_per_tile():", "if k_end < sched.iters_per_tile() - 1:")],
+                                 "took itself for the owner"),
+    "K-iterations counted without the ragged one": ([("if k_end < sched.iters_per_tile():",
+                                                      "if k_end < K // BLOCK_K:")], "took itself for the owner"),
     "a flag lowered by its own program": ([(_PUBLISH, _PUBLISH + '\n            tl.atomic_xchg(FLAGS + pid, 0)')],
                                           "lowered already"),
     "the range never moves": ([(_STEP, "end -= 0")], "does your loop over the pieces end"),
@@ -365,5 +453,5 @@ def test_compile_refusals_name_the_reason_and_the_line(tmp_path):
     scalar, one_value = proc.stdout.split("--")[:2]
     assert "your kernel was refused: Triton cannot compile it for a GPU" in scalar
     assert "Loop-carried variable acc" in scalar and "at: for k in range(0, 4):" in scalar
-    assert "start the accumulator as a block" in scalar
+    assert "a float32 block of its tile's shape" in scalar
     assert "at: a, b = one(tl.program_id(0))" in one_value and "return both" in one_value
