@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -23,6 +24,7 @@ from course.exercises.core import (
     compiles_for_a_gpu,
     exercise,
     launches,
+    module_of,
     plural,
     require_jit,
     user_error,
@@ -98,9 +100,11 @@ def _own_functions(fn):
     return found
 
 
-def _borrowed(fn, banned) -> str | None:
+def _borrowed(fn, banned, modules=()) -> str | None:
     """The label of the first thing in ``banned`` (``[(object, label)]``) that the learner's function
-    or one of its helpers uses, or "torch" for anything of torch's; None when it uses none."""
+    or one of its helpers uses, "the course's <module>.<name>" for any function of a module in
+    ``modules`` (its private helpers included, found by where they are defined, not by name), or
+    "torch" for anything of torch's; None when it uses none."""
     for f, tree, local in _own_functions(fn):
         scope = getattr(f, "__globals__", {})
         for node in ast.walk(tree):
@@ -112,6 +116,9 @@ def _borrowed(fn, banned) -> str | None:
             for thing, label in banned:
                 if obj is thing or (_is_jit(obj) and _is_jit(thing) and obj.fn is thing.fn):
                     return label
+            if not inspect.ismodule(obj) and callable(obj) and module_of(obj) in modules:
+                name = getattr(getattr(obj, "fn", obj), "__name__", "function")
+                return f"the course's {module_of(obj).removeprefix('course.')}.{name}"
             module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None)
             if isinstance(module, str) and (module == "torch" or module.startswith("torch.")):
                 return "torch"
@@ -172,10 +179,8 @@ def _course_attention(*extra):
     from course import attention, solutions
 
     things = [(attention.softmax_step, "the course's attention.softmax_step"),
-              (attention._key_block, "the course's attention._key_block"),
               (attention.key_bounds, "the course's attention.key_bounds"),
               (attention.attention_kernel, "the course's attention.attention_kernel"),
-              (attention._attention_kernel_any_length, "the course's attention kernel"),
               (attention.attention, "the course's attention.attention"),
               (attention.reference, "the course's attention.reference")]
     things += [(getattr(solutions, name), f"the reference solution solutions.{name}") for name in extra]
@@ -183,7 +188,9 @@ def _course_attention(*extra):
 
 
 def _refuse_borrowed(name: str, fn, *solution_names) -> None:
-    used = _borrowed(fn, _course_attention(*solution_names))
+    # any other function of course.attention (its key-block helper, the kernel built for any length) counts
+    # as the course's too: found by the module that defines it
+    used = _borrowed(fn, _course_attention(*solution_names), modules=("course.attention",))
     if used == "torch":
         raise Failed(f"{name} uses torch: inside a kernel there are only blocks, and tl's functions work on them "
                       "(tl.dot, tl.exp2, tl.max, tl.sum, tl.where)")
@@ -216,10 +223,25 @@ def _explain(failed: Failed, shapes: str, returns: str | None = None) -> Failed:
 
 # --- exercise 1: softmax_step, the online-softmax update ---------------------------------------------
 
+EPS_BF16 = torch.finfo(torch.bfloat16).eps  # 2^-7: p rounded to bfloat16 when v is
+
+
 @triton.jit
-def _step_kernel(M_IN, L_IN, ACC_IN, S, V, M_OUT, L_OUT, ACC_OUT, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 D: tl.constexpr, STEP: tl.constexpr):
-    """One call of the learner's update on a state and a block of scores read from memory."""
+def _dtype_code(PTR, x):
+    """Store at PTR what ``x`` is: 1 a float32 block, 2 float16, 3 bfloat16 (0, the buffer's, anything else)."""
+    if x.dtype == tl.float32:
+        tl.store(PTR, 1)
+    if x.dtype == tl.float16:
+        tl.store(PTR, 2)
+    if x.dtype == tl.bfloat16:
+        tl.store(PTR, 3)
+
+
+@triton.jit
+def _step_kernel(M_IN, L_IN, ACC_IN, S, V, M_OUT, L_OUT, ACC_OUT, DTYPES, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, D: tl.constexpr, STEP: tl.constexpr):
+    """One call of the learner's update on a state and a block of scores read from memory; DTYPES gets the
+    dtype of each value it returns (the stores would convert them silently)."""
     r = tl.arange(0, BLOCK_M)
     c = tl.arange(0, BLOCK_N)
     d = tl.arange(0, D)
@@ -228,8 +250,12 @@ def _step_kernel(M_IN, L_IN, ACC_IN, S, V, M_OUT, L_OUT, ACC_OUT, BLOCK_M: tl.co
     tl.store(M_OUT + r, m)
     tl.store(L_OUT + r, l)
     tl.store(ACC_OUT + r[:, None] * D + d[None, :], acc)
+    _dtype_code(DTYPES + 0, m)
+    _dtype_code(DTYPES + 1, l)
+    _dtype_code(DTYPES + 2, acc)
 
 
+_DTYPE_NAMES = {0: "something other than a float block", 1: "float32", 2: "float16", 3: "bfloat16"}
 _STEP_SHAPES = ("s is [BLOCK_M, BLOCK_N], v [BLOCK_N, d]; return (m, l, acc) in that order, m and l of "
                 "shape [BLOCK_M] (reduce s along axis 1), acc [BLOCK_M, d]")
 
@@ -247,10 +273,14 @@ class _Step:
     m: torch.Tensor
     l: torch.Tensor
     acc: torch.Tensor
+    dtypes: tuple  # of m, l and acc as returned: codes of _DTYPE_NAMES
+    eps: float  # the epsilon of v's dtype: p is rounded to it for tl.dot
 
     def model(self, variant: str = "right"):
         """(m, l, acc) in float64: the update written right, or with one of the usual mistakes."""
         m_i, l_i, acc_i, s, v = self.m_i, self.l_i, self.acc_i, self.s, self.v
+        if variant == "scaled twice":  # s multiplied by log2(e) once more, inside the update
+            s = s * LOG2E
         ex = torch.exp if variant == "natural exp" else torch.exp2
         m_new = torch.maximum(m_i, s.max(1).values)
         if variant == "block maximum only":
@@ -266,17 +296,19 @@ class _Step:
             acc = acc / l[:, None]
         return m_new, l, acc
 
-    def matches(self, variant: str = "right", part: str = "mla") -> bool:
-        """Whether the returned values are those of ``variant``, within what float32 (and float16 for the
-        P V product) allows: m exact, l to 2^-14 relative, acc to float16's epsilon of its terms."""
+    def matches(self, variant: str = "right", part: str = "mla", rows=None, acc_rtol: float | None = None) -> bool:
+        """Whether the returned values (of ``rows``, a bool per row; all by default) are those of ``variant``
+        within what float32 allows for m and l (m exact, l to 2^-14 relative) and, for acc, ``acc_rtol`` of its
+        terms' magnitudes (default: twice the epsilon of v's dtype, to which p is rounded before P V)."""
         m, l, acc = self.model(variant)
+        rows = torch.ones(len(m), dtype=torch.bool) if rows is None else rows
         with torch.no_grad():
-            ok_m = _same(self.m, m, 16 * EPS32)
-            ok_l = _same(self.l, l, 512 * EPS32)
+            ok_m = _same(self.m[rows], m[rows], 16 * EPS32)
+            ok_l = _same(self.l[rows], l[rows], 512 * EPS32)
             alpha = torch.exp2(self.m_i - m).nan_to_num(0.0, posinf=0.0)
             p = torch.exp2(self.s - m[:, None]).nan_to_num(0.0, posinf=0.0)
             scale = p @ self.v.abs() + alpha[:, None] * self.acc_i.abs() + acc.abs()
-            ok_acc = _same(self.acc, acc, 2 * EPS16, scale)
+            ok_acc = _same(self.acc[rows], acc[rows], 2 * self.eps if acc_rtol is None else acc_rtol, scale[rows])
         return all({"m": ok_m, "l": ok_l, "a": ok_acc}[k] for k in part)
 
 
@@ -291,27 +323,71 @@ def _same(got: torch.Tensor, want: torch.Tensor, rtol: float, scale: torch.Tenso
     return bool(((got - want).abs()[~inf] <= rtol * scale[~inf] + 1e-30).all())
 
 
-def _one_step(step, what: str, m_i, l_i, acc_i, s, v) -> _Step:
-    """Run the learner's update once in ``_step_kernel`` on the given state and block."""
+class _Bfloat16Dot(contextlib.AbstractContextManager):
+    """Under the interpreter, tl.dot of bfloat16 blocks computed right: Triton 3.6's interpreter keeps bfloat16
+    as raw 16-bit integers and multiplies those. Inside the block, a dot with a bfloat16 operand converts
+    both to float32 first (a GPU's tensor cores multiply them exactly and add in float32 too)."""
+
+    def __enter__(self):
+        self._builder = None
+        if not runtime.INTERPRET:
+            return self
+        import numpy as np
+        from triton.runtime import interpreter
+
+        self._builder = builder = interpreter.interpreter_builder
+        self._saved = builder.__dict__.get("create_dot")
+        original = builder.create_dot
+
+        def as_float32(h):
+            if h.dtype.scalar == tl.bfloat16:
+                return interpreter._convert_float(h.data, tl.bfloat16, tl.float32, None).view(np.float32)
+            return h.data.astype(np.float32)
+
+        def create_dot(a, b, d, *rest):
+            if tl.bfloat16 not in (a.dtype.scalar, b.dtype.scalar):
+                return original(a, b, d, *rest)
+            return interpreter.TensorHandle(np.matmul(as_float32(a), as_float32(b)).astype(d.data.dtype) + d.data,
+                                            d.dtype.scalar)
+
+        builder.create_dot = create_dot
+        return self
+
+    def __exit__(self, *exc):
+        if self._builder is not None:
+            if self._saved is None:
+                self._builder.__dict__.pop("create_dot", None)
+            else:
+                self._builder.create_dot = self._saved
+        return False
+
+
+def _one_step(step, what: str, m_i, l_i, acc_i, s, v, v_dtype=torch.float16) -> _Step:
+    """Run the learner's update once in ``_step_kernel`` on the given state and block (v in ``v_dtype``)."""
     dev = runtime.DEVICE
     bm, bn, d = s.shape[0], s.shape[1], v.shape[1]
     outs = [torch.full((bm,), float("nan"), device=dev), torch.full((bm,), float("nan"), device=dev),
             torch.full((bm, d), float("nan"), device=dev)]
-    ins = [m_i.float().to(dev), l_i.float().to(dev), acc_i.float().to(dev), s.float().to(dev), v.half().to(dev)]
+    dtypes = torch.zeros(3, dtype=torch.int32, device=dev)
+    ins = [m_i.float().to(dev), l_i.float().to(dev), acc_i.float().to(dev), s.float().to(dev), v.to(v_dtype).to(dev)]
     try:
-        _step_kernel[(1,)](*ins, *outs, BLOCK_M=bm, BLOCK_N=bn, D=d, STEP=step)
+        with _Bfloat16Dot() if v_dtype == torch.bfloat16 else contextlib.nullcontext():
+            _step_kernel[(1,)](*ins, *outs, dtypes, BLOCK_M=bm, BLOCK_N=bn, D=d, STEP=step)
     except Exception as err:
         raise _explain(user_error(f"on {what}, your softmax_step", err), _STEP_SHAPES,
                        "softmax_step returns three values: (m, l, acc)") from None
     if runtime.DEVICE == "cuda":
         torch.cuda.synchronize()
     m_i, l_i, acc_i, s, v = (t.double().cpu() for t in ins)
-    return _Step(what, m_i, l_i, acc_i, s, v, *(t.double().cpu() for t in outs))
+    return _Step(what, m_i, l_i, acc_i, s, v, *(t.double().cpu() for t in outs), tuple(dtypes.cpu().tolist()),
+                 torch.finfo(v_dtype).eps)
 
 
 def _step_cases(step) -> list[_Step]:
-    """The update on four states: a later block (some rows' maximum grows, some not), the first block,
-    a block with masked scores (-inf; one row wholly masked), and a first block of all-negative scores."""
+    """The update on six states: a later block (some rows' maximum grows, some not), the first block, a block
+    with masked scores (-inf; one row wholly masked), a first block of all-negative scores, a block whose
+    exponentials are exact powers of two (so that acc can be held to float32's precision) and a later block
+    with bfloat16 values. Each runs only once the ones before are right."""
     gen = torch.Generator().manual_seed(11)
     bm, bn, d = 32, 16, 64  # all different, so that a reduction along the wrong axis cannot pass
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
@@ -321,22 +397,35 @@ def _step_cases(step) -> list[_Step]:
     m_i = (s.max(1).values + torch.where(torch.arange(bm) % 2 == 0, 2.5, -2.5)).float().double()
     l_i = (1 + 10 * torch.rand(bm, generator=gen, dtype=torch.float64)).float().double()
     acc_i = (rnd(bm, d) * l_i[:, None]).float().double()
-    later = _one_step(step, "a later block (the maximum grows in some rows only)",
-                      m_i, l_i, acc_i, s, v)
-    first = _one_step(step, "the first block (m_i = -inf, l_i = 0, acc = 0)", torch.full((bm,), -math.inf),
-                      torch.zeros(bm), torch.zeros(bm, d), s, v)
+    yield _one_step(step, "a later block (the maximum grows in some rows only)", m_i, l_i, acc_i, s, v)
+    yield _one_step(step, "the first block (m_i = -inf, l_i = 0, acc = 0)", torch.full((bm,), -math.inf),
+                    torch.zeros(bm), torch.zeros(bm, d), s, v)
     masked_s = s.clone()
     masked_s[torch.arange(bn)[None, :] > torch.arange(bm)[:, None] % bn] = -math.inf  # a causal-like diagonal
-    masked_s[3] = -math.inf  # a row wholly masked in this block: it keeps its state
-    masked = _one_step(step, "a block with masked scores (-inf, a whole row of them in one row)",
-                       m_i, l_i, acc_i, masked_s, v)
-    negative = _one_step(step, "a first block of all-negative scores (every score about -1000)",
-                         torch.full((bm,), -math.inf), torch.zeros(bm), torch.zeros(bm, d), s - 1000, v)
-    return [later, first, masked, negative]
+    masked_s[3] = -math.inf  # a row wholly masked in this block (above a diagonal block's keys): it keeps its state
+    yield _one_step(step, "a block with masked scores (-inf, a whole row of them in row 3)", m_i, l_i, acc_i,
+                    masked_s, v)
+    yield _one_step(step, "a first block of all-negative scores (every score about -1000)",
+                    torch.full((bm,), -math.inf), torch.zeros(bm), torch.zeros(bm, d), s - 1000, v)
+    # whole-number scores and maxima: every exp2 is a power of two, exact in float16, so the only rounding left
+    # in acc is float32's (and a float16 one, if acc or tl.dot's result passes through float16, shows)
+    exact_s = (torch.randint(-6, 7, (bm, 1), generator=gen) + torch.randint(-10, 1, (bm, bn), generator=gen)).double()
+    exact_m = exact_s.max(1).values + torch.where(torch.arange(bm) % 2 == 0, 3.0, -3.0)
+    yield _one_step(step, "a block whose exponentials are exact powers of two (acc held to float32's precision)",
+                    exact_m, l_i, rnd(bm, d).float().double(), exact_s, v)
+    yield _one_step(step, "a later block whose values v are bfloat16", m_i, l_i, acc_i, s, v, torch.bfloat16)
 
 
-def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -> None:
-    """Name the first wrong thing the update does, from its outputs on the four states."""
+def _diagnose_step(cases) -> None:
+    """Name the first wrong thing the update does, from its outputs on the states of _step_cases (each run
+    only when the ones before are right)."""
+    later = next(cases)
+    for name, code in zip(("m", "l", "acc"), later.dtypes):
+        if code != 1:
+            why = ("keep the accumulator in float32: it sums a new block every step, and float16 rounds each sum; "
+                   "only p is converted (to v's dtype), for tl.dot, which adds in float32" if name == "acc" else
+                   "m and l stay float32, as they came in")
+            raise Failed(f"on {later.what}: softmax_step returns {name} as {_DTYPE_NAMES[code]}: {why}")
     m_want, l_want, _ = later.model()
     if _same(later.m, l_want, 512 * EPS32) and _same(later.l, m_want, 16 * EPS32):
         raise Failed("m and l come back swapped: return (m, l, acc) in that order")
@@ -347,6 +436,10 @@ def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -
         if later.matches("block maximum only", "m"):
             raise Failed(f"on {later.what}: m forgets the old maximum: where a block's scores are all below m_i, "
                           "the running maximum stays m_i (combine the two with tl.maximum)")
+        if later.matches("scaled twice", "m"):
+            raise Failed(f"on {later.what}: m is the maximum of the scores times log2(e): s comes already in base 2 "
+                          "(the kernel multiplied it by log2(e)), so use it as it is; scaled again, every "
+                          "exponential changes")
         raise Failed(f"on {later.what}: m is not the running maximum: the larger of m_i and the row's largest score "
                       "in this block (tl.max(s, 1), one value per row)")
     if not later.matches("right", "l"):
@@ -355,8 +448,9 @@ def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -
                                      "it shrinks by the same factor as acc"),
                 ("alpha inverted", "the old terms grow instead of shrinking: under a larger maximum every "
                                    "exp2(s - m) gets smaller, so the factor for l_i and acc is at most 1"),
-                ("natural exp", "this is exp, not exp2: the kernel's scores are already in base 2 (multiplied by "
-                                "log2(e)), so exp2 undoes them exactly"),
+                ("natural exp", "this is exp, not exp2 (or the scores are scaled by log2(e) once more): the "
+                                "kernel's scores are already in base 2 (multiplied by log2(e)), so exp2 undoes "
+                                "them exactly"),
                 ("old maximum", "the new scores are shifted by the old maximum m_i: shift them by the new one, "
                                 "the same maximum that l and acc are kept against"),
                 ("no maximum", "exp2 of a score not shifted by its row's running maximum overflows for large "
@@ -376,14 +470,27 @@ def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -
                 raise Failed(f"on {later.what}: {message}")
         raise Failed(f"on {later.what}: m and l are right, acc is not: the old acc, rescaled like l, plus this "
                       "block's exponentials times v (tl.dot(p.to(v.dtype), v))")
+    first = next(cases)
     if not first.matches():
         bad = "inf or nan" if not torch.isfinite(torch.cat([first.l, first.acc.flatten()])).all() else "wrong values"
         raise Failed(f"right on a later block, but {bad} on {first.what}: there m_i is -inf, so exp2(m_i - m_new) "
                       "is 0 (the empty past counts nothing) as long as m_new is finite; never subtract m_i "
                       "from the scores")
+    masked = next(cases)
     if not masked.matches():
-        raise Failed(f"wrong on {masked.what}: masked scores are -inf and must drop out (exp2(-inf) is 0); "
-                      "a row masked entirely keeps its m, l and acc. Don't replace -inf")
+        hidden = torch.isinf(masked.s).all(1)  # rows whose every score in this block is -inf
+        if not masked.matches(rows=~hidden):
+            raise Failed(f"wrong on {masked.what}: masked scores are -inf and must drop out (exp2(-inf) is 0), "
+                          "in the maximum too. Don't replace -inf by a number")
+        rows = _row_span(hidden)
+        if not torch.isfinite(torch.cat([masked.l[hidden], masked.acc[hidden].flatten()])).all():
+            raise Failed(f"wrong on {masked.what}: {rows}, whose every score is -inf in this block, comes out nan. "
+                          "There the block's own maximum is -inf too, and s minus it is -inf - (-inf), nan. Shift "
+                          "the scores by the new running maximum, which stays finite once an earlier block had a "
+                          "visible key")
+        raise Failed(f"wrong on {masked.what}: {rows}, whose every score is -inf in this block, must come out as it "
+                      "went in (the same m, l and acc): nothing in the block counts for it")
+    negative = next(cases)
     if not negative.matches():
         if negative.matches("clamped at 0", "m") or bool((negative.m >= 0).all()):
             raise Failed(f"wrong on {negative.what}: the running maximum must be the scores' own maximum, "
@@ -391,21 +498,34 @@ def _diagnose_step(later: _Step, first: _Step, masked: _Step, negative: _Step) -
                           "the sum l into 0")
         raise Failed(f"wrong on {negative.what}: softmax does not change when every score moves by the same "
                       "amount, so your update must not either: shift by the running maximum, whatever its sign")
+    exact = next(cases)
+    if not exact.matches(acc_rtol=64 * EPS32):
+        if exact.matches():
+            raise Failed(f"on {exact.what}: acc is off by float16's rounding: it passes through float16 on the way "
+                          "(tl.dot(..., out_dtype=tl.float16), or a float16 sum). Keep acc and tl.dot's result in "
+                          "float32; only p is converted, to v's dtype, for the product")
+        raise Failed(f"wrong on {exact.what}: right on random scores, but not here: does your update depend on "
+                      "anything but its five arguments?")
+    bf16 = next(cases)
+    if not bf16.matches():
+        raise Failed(f"right with float16 values, wrong on {bf16.what}: convert p to v's own dtype "
+                      "(p.to(v.dtype)), whatever it is, and keep acc in float32")
 
 
 @exercise("softmax_step", "Write softmax_step above: the online-softmax update of one block of keys")
 def check_softmax_step(softmax_step) -> str:
     """Check a ``@triton.jit`` ``softmax_step(m_i, l_i, acc, s, v)`` as the update of
-    ``attention.attention_kernel``: first one call on four states (a later block where the maximum grows
-    in some rows only, the first block, masked scores, all-negative scores), each returned value
-    compared with float64; then inside the course's kernel on ordinary scores, on scores of ±thousands,
-    on scores all shifted by about -1000 and under a causal mask."""
+    ``attention.attention_kernel``: first one call on six states (a later block where the maximum grows
+    in some rows only, the first block, masked scores with a row all masked, all-negative scores, exact
+    powers of two that hold acc to float32's precision, bfloat16 values), each returned value and its
+    dtype compared with float64 and float32; then inside the course's kernel on ordinary scores, on
+    scores of ±thousands, on scores all shifted by about -1000 and under a causal mask."""
     from course import attention
 
     require_jit("softmax_step", softmax_step, ("m_i", "l_i", "acc", "s", "v"))
     _refuse_borrowed("softmax_step", softmax_step, "softmax_step")
     _refuse_builtin_minmax("softmax_step", softmax_step, params_are_blocks=True)
-    _diagnose_step(*_step_cases(softmax_step))
+    _diagnose_step(_step_cases(softmax_step))
 
     # then the course's kernel with this update, 64 queries (2 programs) and 64 keys in 4 blocks
     config = dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
@@ -436,8 +556,9 @@ def check_softmax_step(softmax_step) -> str:
     shifted_k[:, -1] = 1
     run("scores all shifted by about -1000", shifted_q, shifted_k, v)
     run("a causal mask", q, k, v, causal=True)
-    return ("the online softmax is right on a later block, the first, a masked and an all-negative one, and in the "
-            "course's kernel on ordinary, ±thousands, shifted and causal scores")
+    return ("the online softmax is right on a later block, the first, a masked, an all-negative, an exact and a "
+            "bfloat16 one (acc kept in float32), and in the course's kernel on ordinary, ±thousands, shifted and "
+            "causal scores")
 
 
 # --- exercise 2: flash_forward, the whole forward loop for one block of queries ----------------------
@@ -466,6 +587,8 @@ class _Case:
 
     @property
     def scale(self) -> float:
+        if self.kind == "thousands":  # sm_scale · log2(e) = 1/8: q pre-scaled in float16 (Triton's tutorial's
+            return LN2 / 8  # q = (q * qk_scale).to(tl.float16)) stays exact, and the case tests overflow alone
         return 1.25 / math.sqrt(self.d)  # not the default 1/sqrt(d): sm_scale must be used
 
 
@@ -474,9 +597,10 @@ _CASES = [
     _Case("one block of queries and one of keys (32 queries, 16 keys, d = 32)", 32, 16, 32, 32, 16, False),
     _Case("several blocks of keys (64 queries and keys, d = 64)", 64, 64, 64, 32, 16, False, seed=1),
     _Case("lengths no multiple of the blocks (50 queries, 37 keys, d = 32)", 50, 37, 32, 32, 16, False, seed=2),
+    _Case("more keys than queries, no mask (40 queries, 100 keys, d = 32)", 40, 100, 32, 32, 16, False, seed=8),
     _Case("a causal mask (70 queries and keys, d = 16, BLOCK_M = 16, BLOCK_N = 32)", 70, 70, 16, 16, 32, True,
           seed=3),
-    _Case("a causal mask with more keys than queries (45 queries, 80 keys, d = 32)", 45, 80, 32, 32, 16, True,
+    _Case("a causal mask with more keys than queries (45 queries, 60 keys, d = 32)", 45, 60, 32, 32, 16, True,
           seed=4),
     _Case("scores of ±thousands (64 queries and keys, d = 64)", 64, 64, 64, 32, 16, False, "thousands", seed=5),
     _Case("all-negative scores, each row's shifted by about -1000 (causal, 64 queries and keys, d = 16)",
@@ -494,7 +618,7 @@ def _flash_inputs(case: _Case):
     k = torch.randn(case.S_K, case.d, generator=gen) * torch.linspace(0.5, 2.5, case.S_K)[:, None]
     v = torch.randn(case.S_K, case.d, generator=gen)
     if case.kind == "thousands":
-        q = q * 200
+        q = q * 360
     if case.kind == "shifted":  # softmax does not change when a row's scores all move by one amount
         q[:, -1] = -(1000 + 3 * torch.arange(case.S_Q)) / (case.scale * LOG2E)
         k[:, -1] = 1
@@ -533,6 +657,8 @@ def _placed(t: torch.Tensor, layout: str, fill: float):
 
 
 _STRIDED = dict(Q="every other column", K="transposed", V="padded rows", O="transposed", L="every other element")
+_STORED = {"every other column": "every other column", "transposed": "transposed", "padded rows": "with padded rows",
+           "every other element": "every other element"}  # "Q is stored ..."
 
 
 @dataclasses.dataclass
@@ -548,6 +674,7 @@ class _Flash:
     o_spill: int  # elements of O's buffer written outside O
     l_spill: int
     layouts: dict
+    stray: tuple | None = None  # the first load outside Q's, K's or V's own elements: (name, "past" or "between", rows)
 
     def model(self, variant: str = "right", scale: float | None = None):
         return _flash_model(self.q, self.k, self.v, self.case.scale if scale is None else scale, self.case.causal,
@@ -557,9 +684,22 @@ class _Flash:
         return _rows_close(self.o, self.model(variant, scale)[0])
 
     def l_matches(self, lse: torch.Tensor) -> bool:
-        """L within what float32 allows: 64 ulps of the largest magnitude in the row's sums."""
-        size = self.case.scale * (self.q.abs() @ self.k.abs().T).max(1).values
-        return _same(self.l, lse, 64 * EPS32, size + lse.abs() + 1)
+        """L within what the computation allows: 64 ulps of float32 of the largest magnitude in the row's sums,
+        plus what rounding q (or k) to float16 after scaling it (``q = (q * qk_scale).to(tl.float16)``, a
+        legitimate choice) moves it: each score s_ij by up to 2^-11 sm_scale |q_i|·|k_j|, so L_i by up to
+        2^-11 sm_scale Σ_j p_ij |q_i|·|k_j| (p: the softmax weights; a quarter more for the second order).
+        On scores of ±thousands sm_scale · log2(e) is 1/8, so that rounding is exact: float32's alone there."""
+        c = self.case
+        size = c.scale * (self.q.abs() @ self.k.abs().T)
+        s = (self.q @ self.k.T * c.scale).masked_fill(_hidden(c.S_Q, self.k.shape[0], c.causal), -math.inf)
+        scaled_in_float16 = 0.0 if c.kind == "thousands" else 1.25 * 2.0 ** -11 * (torch.softmax(s, 1) * size).sum(1)
+        return _same(self.l, lse, 1.0, 64 * EPS32 * (size.max(1).values + lse.abs() + 1) + scaled_in_float16)
+
+
+def _hidden(S_Q: int, S_K: int, causal: bool) -> torch.Tensor:
+    """[S_Q, S_K]: True where query i does not see key j (j > i under the causal mask)."""
+    i, j = torch.arange(S_Q)[:, None], torch.arange(S_K)[None, :]
+    return (j > i) if causal else torch.zeros(S_Q, S_K, dtype=torch.bool)
 
 
 def _rows_close(got: torch.Tensor, want: torch.Tensor, tol: float | None = None) -> bool:
@@ -576,16 +716,24 @@ def _rows_close(got: torch.Tensor, want: torch.Tensor, tol: float | None = None)
 def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
     """(out, lse) in float64, the keys walked ``bn`` at a time as the kernel does: written right, or with
     one of the usual mistakes (``variant``)."""
-    S_Q, d = q.shape
+    (S_Q, d), S_K = q.shape, k.shape[0]
     if variant == "keys past S_K":  # the last block's padding keys loaded as 0 and never masked: score 0, value 0
         pad = -k.shape[0] % bn
         k, v = torch.cat([k, k.new_zeros(pad, d)]), torch.cat([v, v.new_zeros(pad, d)])
     i, j = torch.arange(S_Q)[:, None], torch.arange(k.shape[0])[None, :]
     visible = torch.ones(S_Q, k.shape[0], dtype=torch.bool)
+    if variant == "keys up to S_Q":  # the loop over the keys runs to S_Q: the keys of its blocks, whole
+        visible = j < -(-S_Q // bn) * bn
+    if variant == "last key block dropped":  # the loop runs to S_K // BLOCK_N * BLOCK_N
+        visible = j < S_K // bn * bn
     if causal:
         read = -(-(i // bm + 1) * bm // bn) * bn  # the keys of the blocks up to the diagonal's, whole
-        visible = {"no causal mask": visible, "diagonal unmasked": j < read, "mask transposed": j >= i}.get(
-            variant, j <= i)
+        read_skipping = -(-torch.clamp((i // bm + 1) * bm, max=S_K) // bn) * bn  # the same, the loop ending at S_K
+        visible = visible & {
+            "no causal mask": visible, "diagonal unmasked": j < read, "mask transposed": j >= i,
+            "bottom-right": j <= i + S_K - S_Q,
+            "bottom-right, blocks skipped": (j <= i + S_K - S_Q) & (j < read_skipping),
+            "causal end in BLOCK_N": (j <= i) & (j < (i // bm + 1) * bn)}.get(variant, j <= i)
     s = (q @ k.T * scale * LOG2E).masked_fill(~visible, -math.inf)
     m = torch.full((S_Q,), -math.inf, dtype=torch.float64)
     l = torch.zeros(S_Q, dtype=torch.float64)
@@ -602,22 +750,97 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
     return out, (m + torch.log2(l)) * LN2
 
 
+def _float32_scalar(x: float):
+    """``x`` as the kernel gets a float argument: compiled, a float32 scalar; under the interpreter a Python float
+    stays one (no ``.to``, and ``q * x`` stays float16), so it is given as a float32 scalar there too."""
+    if not runtime.INTERPRET:
+        return x
+    import numpy as np
+    from triton.runtime import interpreter
+
+    return tl.tensor(interpreter.TensorHandle(np.array([x], dtype=np.float32), tl.float32), tl.float32)
+
+
+class _InputReads(contextlib.AbstractContextManager):
+    """Under the interpreter (on the CPU), watch a launch's loads from the buffers of Q, K and V and keep the first
+    that reads an element of a buffer that is not its operand's: past its last row (a missing mask: the whole
+    rows are read), or anywhere else (a wrong stride). Results can still be right when those values never
+    reach O, but on a GPU such a read may fault. ``buffers``: {name: (buffer, view)}."""
+
+    def __init__(self, buffers: dict):
+        self.buffers = buffers
+        self.stray = None  # (name, "past" or "between", how many rows past the end)
+
+    def __enter__(self):
+        self._builder = None
+        if not runtime.INTERPRET or runtime.DEVICE != "cpu":
+            return self
+        import numpy as np
+        from triton.runtime import interpreter
+
+        regions = []
+        for name, (buffer, view) in self.buffers.items():
+            rows, cols = view.shape
+            lattice = np.full(buffer.numel(), -1, dtype=np.int64)  # the row of view-like element, past the end too
+            i, j = torch.arange(rows + _GUARD)[:, None], torch.arange(cols)[None, :]
+            where = view.storage_offset() - buffer.storage_offset() + i * view.stride(0) + j * view.stride(1)
+            inside = where < buffer.numel()
+            lattice[where[inside].numpy()] = i.expand_as(where)[inside].numpy()
+            start = buffer.data_ptr()
+            regions.append((name, start, start + buffer.numel() * buffer.element_size(), buffer.element_size(),
+                            lattice, rows, cols))
+        self._builder = builder = interpreter.interpreter_builder
+        self._saved = builder.__dict__.get("create_masked_load")
+        original = builder.create_masked_load
+
+        def load(ptrs, mask, *rest):
+            if self.stray is None:
+                addresses = np.asarray(ptrs.data, dtype=np.uint64)
+                if mask is not None:
+                    addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+                addresses = addresses.ravel()
+                for name, start, end, size, lattice, rows, cols in regions:
+                    index = ((addresses[(addresses >= start) & (addresses < end)] - np.uint64(start))
+                             // np.uint64(size)).astype(np.int64)
+                    row = lattice[index]
+                    stray = (row < 0) | (row >= rows)
+                    if stray.any():
+                        past = np.unique(row[stray])
+                        whole = past.min() >= 0 and all(np.unique(index[row == r]).size == cols for r in past)
+                        self.stray = (name, "past" if whole else "between", int(past.size))
+                        break
+            return original(ptrs, mask, *rest)
+
+        builder.create_masked_load = load
+        return self
+
+    def __exit__(self, *exc):
+        if self._builder is not None:
+            if self._saved is None:
+                self._builder.__dict__.pop("create_masked_load", None)
+            else:
+                self._builder.create_masked_load = self._saved
+        return False
+
+
 def _launch(kernel, case: _Case, layouts: dict | None = None, guard: float = math.nan) -> _Flash:
     """Launch the learner's kernel on ``case`` (grid: one program per BLOCK_M queries), every operand in a
     buffer with slack (``guard`` after the inputs, a sentinel after O and L)."""
     layouts = layouts or {}
     q, k, v = _flash_inputs(case)
-    qv, _ = _placed(q, layouts.get("Q", "rows"), guard)
-    kv, _ = _placed(k, layouts.get("K", "rows"), guard)
-    vv, _ = _placed(v, layouts.get("V", "rows"), guard)
+    qv, q_buf = _placed(q, layouts.get("Q", "rows"), guard)
+    kv, k_buf = _placed(k, layouts.get("K", "rows"), guard)
+    vv, v_buf = _placed(v, layouts.get("V", "rows"), guard)
     ov, o_buf = _placed(torch.full((case.S_Q, case.d), _O_UNWRITTEN, dtype=torch.float16),
                         layouts.get("O", "rows"), _O_UNWRITTEN)
     lv, l_buf = _placed(torch.full((case.S_Q,), _L_UNWRITTEN), layouts.get("L", "contiguous"), _L_UNWRITTEN)
+    reads = _InputReads(dict(Q=(q_buf, qv), K=(k_buf, kv), V=(v_buf, vv)))
     try:
-        with launches() as seen:
+        with launches() as seen, reads:
             kernel[(triton.cdiv(case.S_Q, case.bm),)](
-                qv, kv, vv, ov, lv, case.scale, case.S_Q, case.S_K, *qv.stride(), *kv.stride(), *vv.stride(),
-                *ov.stride(), lv.stride(0), HEAD_DIM=case.d, BLOCK_M=case.bm, BLOCK_N=case.bn, CAUSAL=case.causal)
+                qv, kv, vv, ov, lv, _float32_scalar(case.scale), case.S_Q, case.S_K, *qv.stride(), *kv.stride(),
+                *vv.stride(), *ov.stride(), lv.stride(0), HEAD_DIM=case.d, BLOCK_M=case.bm, BLOCK_N=case.bn,
+                CAUSAL=case.causal)
         if runtime.DEVICE == "cuda":
             torch.cuda.synchronize()
     except Exception as err:
@@ -627,7 +850,7 @@ def _launch(kernel, case: _Case, layouts: dict | None = None, guard: float = mat
     o_spill = int((o_buf != _O_UNWRITTEN).sum()) - int((ov != _O_UNWRITTEN).sum())
     l_spill = int((l_buf != _L_UNWRITTEN).sum()) - int((lv != _L_UNWRITTEN).sum())
     return _Flash(case, q.double(), k.double(), v.double(), ov.double().cpu(), lv.double().cpu(), o_spill, l_spill,
-                  layouts)
+                  layouts, reads.stray)
 
 
 def _row_span(rows: torch.Tensor) -> str:
@@ -638,6 +861,30 @@ def _row_span(rows: torch.Tensor) -> str:
     if idx[-1] - idx[0] + 1 == len(idx):
         return f"rows {idx[0]} to {idx[-1]}"
     return f"{len(idx)} rows from row {idx[0]}"
+
+
+_OWN_STRIDES = {"Q": "stride_qs, stride_qd", "K": "stride_ks, stride_kd", "V": "stride_vs, stride_vd",
+                "O": "stride_os, stride_od", "L": "stride_l"}
+
+
+def _diagnose_reads(r: _Flash) -> None:
+    """A load read an element of Q's, K's or V's buffer that is not the operand's (under the interpreter)."""
+    if r.stray is None:
+        return
+    c = r.case
+    name, kind, rows = r.stray
+    if kind == "past":
+        what, mask = {"Q": (f"{plural(rows, 'row')} past S_Q", "mask Q's load with rows < S_Q, other=0.0"),
+                      "K": (f"{plural(rows, 'key')} past S_K", "mask K's load with the key index < S_K, other=0.0"),
+                      "V": (f"{plural(rows, 'row')} past S_K",
+                            "mask V's load with the key index < S_K, other=0.0")}[name]
+        raise Failed(f"on {c.what}: the load of {name} reads {what}, which do not exist: {mask}. Here NaN lies "
+                      "beyond; on a GPU such a read may fault, even where its values never reach O")
+    layout = r.layouts.get(name, "rows")
+    stored = f" ({name} is stored {_STORED[layout]} here)" if layout != "rows" else ""
+    raise Failed(f"on {c.what}: the load of {name} reads places that are not {name}'s elements{stored}: address {name} "
+                  f"with its own strides ({_OWN_STRIDES[name]}), each with its own index (rows or keys, then columns), "
+                  "never with HEAD_DIM, the lengths, 1 or another operand's strides")
 
 
 def _diagnose_writes(r: _Flash) -> None:
@@ -702,6 +949,10 @@ def _diagnose_nan(kernel, r: _Flash) -> None:
                   "subtracts the new running maximum; masked scores are -inf (never masked to -inf - -inf)")
 
 
+_CAUSAL_ONLY = ("no causal mask", "diagonal unmasked", "mask transposed", "bottom-right",
+                "bottom-right, blocks skipped", "causal end in BLOCK_N")
+
+
 def _diagnose_values(r: _Flash) -> None:
     """O is finite but wrong, or O is right and L is not: name the mistake."""
     c = r.case
@@ -727,10 +978,22 @@ def _diagnose_values(r: _Flash) -> None:
                 ("diagonal unmasked", None, "the blocks past the diagonal are skipped, but the block on the "
                                             "diagonal needs the mask j <= i inside it"),
                 ("mask transposed", None, "the causal mask is the wrong way round: query i sees the keys j <= i "
-                                          "(the past), not j >= i")):
-            if (variant == "right" or c.causal or variant not in ("no causal mask", "diagonal unmasked",
-                                                                   "mask transposed")) \
-                    and r.o_matches(variant, scale):
+                                          "(the past), not j >= i"),
+                ("keys up to S_Q", None, "the keys past the first S_Q are never read: the loop over the keys runs "
+                                         "over all S_K of them (there may be more keys than queries, or fewer)"),
+                ("last key block dropped", None, "the last, partial block of keys is never read: the loop over the "
+                                                 "keys must reach every key, its last block only partly full (the "
+                                                 "keys past S_K masked)"),
+                ("bottom-right", None, "the causal mask is aligned to the last key (j <= i + S_K - S_Q): here query "
+                                       "i sees the keys j <= i, counted from the first key whatever the lengths "
+                                       "(as torch's is_causal)"),
+                ("bottom-right, blocks skipped", None, "the causal mask is aligned to the last key (j <= i + S_K - "
+                                                       "S_Q): here query i sees the keys j <= i, counted from the "
+                                                       "first key whatever the lengths (as torch's is_causal)"),
+                ("causal end in BLOCK_N", None, "under the causal mask the loop over the keys stops before the keys "
+                                                "the block's last rows see: its end counts blocks of BLOCK_N keys, "
+                                                "but the rows come BLOCK_M to a program")):
+            if (variant == "right" or c.causal or variant not in _CAUSAL_ONLY) and r.o_matches(variant, scale):
                 raise Failed(f"on {c.what}: {message}")
         want = r.model()[0]
         err = torch.linalg.vector_norm(r.o - want, dim=1) / torch.linalg.vector_norm(want, dim=1)
@@ -738,18 +1001,33 @@ def _diagnose_values(r: _Flash) -> None:
         where = ""
         if c.S_Q % c.bm and torch.equal(bad, torch.arange(c.S_Q) >= c.S_Q // c.bm * c.bm):
             where = " (the last, partial block of queries)"
+        if torch.allclose(r.o.flatten().sort().values, want.flatten().sort().values, rtol=0.0,
+                          atol=2e-3 * want.abs().max().item()):  # float16's rounding, and a little
+            raise Failed(f"on {c.what}: O holds the right values, in the wrong places: the store's addresses are off. "
+                          "Element (i, j) of O is at O + i * stride_os + j * stride_od: rows with stride_os, columns "
+                          "with stride_od")
         if c.kind == "strided":
             raise Failed(f"on {c.what}: wrong values in {_row_span(bad)}, though contiguous operands are right: "
                           "every address comes from the strides (stride_qs, stride_qd, ...), never from HEAD_DIM "
                           "or the lengths")
-        raise Failed(f"on {c.what}: {_row_span(bad)}{where} of O differ from softmax(sm_scale · Q Kᵀ) V (worst by "
-                      f"{err.max().item():.2g}, relative): check the loads' offsets and masks, the scores' scale "
-                      "and each rule of the update")
+        if c.causal:
+            likely = ("under the causal mask, query i sees the keys j <= i, counted from the first key whatever "
+                      "S_Q and S_K, and every block of keys that holds one of them must be read")
+        elif c.kind == "thousands":
+            likely = ("at scores of ±thousands every rounding of a score shows: keep q·k and its scale in float32 "
+                      "(or scale q by exactly sm_scale · log2(e) before rounding it to float16)")
+        elif c.S_K % c.bn:
+            likely = "every key must be read, the last, partial block too, with the keys past S_K masked"
+        elif c.S_K != c.S_Q:
+            likely = "the loop over the keys covers all S_K keys, whatever S_Q"
+        else:
+            likely = "check the loads' offsets and masks, the scores' scale and each rule of the update"
+        verb = "differs" if int(bad.sum()) == 1 else "differ"
+        raise Failed(f"on {c.what}: {_row_span(bad)}{where} of O {verb} from softmax(sm_scale · Q Kᵀ) V (worst by "
+                      f"{err.max().item():.2g}, relative): {likely}")
     out, lse = r.model()
     if not r.l_matches(lse):
-        m_nat = (r.q @ r.k.T * c.scale).masked_fill(
-            torch.arange(r.k.shape[0])[None, :] > torch.arange(c.S_Q)[:, None] if c.causal else
-            torch.zeros(c.S_Q, r.k.shape[0], dtype=torch.bool), -math.inf).max(1).values
+        m_nat = (r.q @ r.k.T * c.scale).masked_fill(_hidden(c.S_Q, r.k.shape[0], c.causal), -math.inf).max(1).values
         for wrong, message in (
                 (lse * LOG2E, "L is in base 2: the log-sum-exp is a natural logarithm; m and l count powers of 2, "
                               "so convert their log to base e"),
@@ -762,24 +1040,49 @@ def _diagnose_values(r: _Flash) -> None:
                                                 "e too")):
             if r.l_matches(wrong):
                 raise Failed(f"on {c.what}: O is right, L is not: {message}")
+        factor = float((r.l * lse).sum() / (lse * lse).sum())  # L a multiple of the right one: a constant cut short
+        if abs(factor - 1) > 1e-6 and r.l_matches(lse * factor):
+            raise Failed(f"on {c.what}: O is right, L is not: it is off by a constant factor, about {factor:.5f}: the "
+                          "constant that takes a base-2 logarithm back to base e (ln 2) is not exact; write it to "
+                          "float32's precision")
         raise Failed(f"on {c.what}: O is right, L is not: L[i] is the natural log of Σ exp(sm_scale · q_i·k_j) "
                       "over the keys row i sees, from the final m and l")
 
 
+def _passes(r: _Flash) -> bool:
+    """Whether a launch wrote the right O and L, and read only its operands' elements."""
+    try:
+        _diagnose_reads(r)
+        _diagnose_writes(r)
+    except Failed:
+        return False
+    return bool(torch.isfinite(r.o).all()) and r.o_matches() and r.l_matches(r.model()[1])
+
+
+def _right(kernel, c: _Case, layouts: dict) -> bool:
+    """Whether the kernel is right on ``c`` with ``layouts`` (the other operands contiguous)."""
+    return _passes(_launch(kernel, c, layouts))
+
+
 def _which_stride(kernel, c: _Case) -> None:
-    """The strided case failed: find the operand whose strides are misused, one at a time."""
+    """The strided case failed: find the operand whose strides are misused, one at a time. When one operand's
+    layout alone makes it wrong, but giving another operand the same layout (so the same strides) makes it right
+    again, that other operand is addressed with the first one's strides."""
     for name, layout in _STRIDED.items():
         r = _launch(kernel, c, {name: layout})
-        try:
-            _diagnose_writes(r)
-            ok = torch.isfinite(r.o).all() and r.o_matches() and r.l_matches(r.model()[1])
-        except Failed:
-            ok = False
-        if not ok:
-            strides = {"Q": "stride_qs, stride_qd", "K": "stride_ks, stride_kd", "V": "stride_vs, stride_vd",
-                       "O": "stride_os, stride_od", "L": "stride_l"}[name]
-            raise Failed(f"on {c.what}: wrong when {name} is stored {layout} (its other operands contiguous): "
-                          f"address {name} with its own strides ({strides}), never with HEAD_DIM, the lengths or 1")
+        _diagnose_reads(r)  # under the interpreter: the operand whose load reads outside its own elements
+        if _passes(r):
+            continue
+        if name != "L":
+            for other in ("Q", "K", "V", "O"):
+                if other != name and _right(kernel, c, {name: layout, other: layout}):
+                    action = "stored" if other == "O" else "loaded"
+                    raise Failed(f"on {c.what}: {other} is {action} with {name}'s strides (right when both are "
+                                  f"stored {_STORED[layout]}, wrong when only {name} is): address {other} with its own "
+                                  f"strides ({_OWN_STRIDES[other]})")
+        raise Failed(f"on {c.what}: wrong when {name} is stored {_STORED[layout]} (the other operands contiguous): "
+                      f"address {name} with its own strides ({_OWN_STRIDES[name]}), never with HEAD_DIM, the "
+                      "lengths, 1 or another operand's strides")
 
 
 def _skips_above_diagonal(kernel) -> bool:
@@ -793,8 +1096,8 @@ def _skips_above_diagonal(kernel) -> bool:
     lse = torch.full((32,), _L_UNWRITTEN, device=dev)
     q, k, v = (t.to(dev) for t in (q, k, v))
     try:
-        kernel[(1,)](q, k, v, o, lse, c.scale, 32, 96, *q.stride(), *k.stride(), *v.stride(), *o.stride(), 1,
-                     HEAD_DIM=32, BLOCK_M=32, BLOCK_N=16, CAUSAL=True)
+        kernel[(1,)](q, k, v, o, lse, _float32_scalar(c.scale), 32, 96, *q.stride(), *k.stride(), *v.stride(),
+                     *o.stride(), 1, HEAD_DIM=32, BLOCK_M=32, BLOCK_N=16, CAUSAL=True)
     except Exception:
         return False
     return bool(torch.isfinite(o.float()).all())
@@ -818,8 +1121,9 @@ def check_flash_forward(flash_forward) -> str:
                           f"solution)")
     _refuse_builtin_minmax("flash_forward", flash_forward, params_are_blocks=False)
     for case in _CASES:
+        r = _launch(flash_forward, case, _STRIDED if case.kind == "strided" else None)
+        _diagnose_reads(r)  # under the interpreter: names the operand whose load strays, its layout included
         try:
-            r = _launch(flash_forward, case, _STRIDED if case.kind == "strided" else None)
             _diagnose_writes(r)
             if not torch.isfinite(r.o).all():
                 _diagnose_nan(flash_forward, r)

@@ -172,6 +172,59 @@ def _softmax_sum_of_block(m_i, l_i, acc, s, v):  # l sums the whole block, not e
 
 
 @triton.jit
+def _softmax_float16_acc(m_i, l_i, acc, s, v):  # the review's: a float16 accumulator, converted on the way out
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    acc_new = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)).to(tl.float16)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc_new
+
+
+@triton.jit
+def _softmax_float16_dot(m_i, l_i, acc, s, v):  # the review's: tl.dot's result in float16, acc float32 after
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, out_dtype=tl.float16)
+
+
+@triton.jit
+def _softmax_p_float16(m_i, l_i, acc, s, v):  # right for float16 values only
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+
+
+@triton.jit
+def _softmax_block_shift(m_i, l_i, acc, s, v):  # FlashAttention-1's order: nan on a row all -inf in the block
+    m_block = tl.max(s, 1)
+    p = tl.exp2(s - m_block[:, None])
+    m_new = tl.maximum(m_i, m_block)
+    alpha = tl.exp2(m_i - m_new)
+    beta = tl.exp2(m_block - m_new)
+    l_new = alpha * l_i + beta * tl.sum(p, 1)
+    return m_new, l_new, acc * alpha[:, None] + beta[:, None] * tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_scaled_twice(m_i, l_i, acc, s, v):  # multiplies the base-2 scores by log2(e) once more
+    s = s * 1.4426950408889634
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_float16_l(m_i, l_i, acc, s, v):  # the sum kept in float16
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, (l_i * alpha + tl.sum(p, 1)).to(tl.float16), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
 def _softmax_course_step(m_i, l_i, acc, s, v):
     return attention.softmax_step(m_i, l_i, acc, s, v)
 
@@ -190,6 +243,13 @@ SOFTMAX_WRONG = {
     "scores not shifted": (_softmax_unshifted, "not shifted by its row's running maximum"),
     "m and l swapped": (_softmax_swapped, "(m, l, acc) in that order"),
     "mask replaced": (_softmax_masked_to_zero, "Don't replace -inf"),
+    "float16 accumulator": (_softmax_float16_acc, "returns acc as float16"),
+    "tl.dot's result in float16": (_softmax_float16_dot, "acc is off by float16's rounding"),
+    "p converted to float16 whatever v is": (_softmax_p_float16, "convert p to v's (p.to(v.dtype))"),
+    "FlashAttention-1's shift by the block's maximum": (_softmax_block_shift, "whose every score is -inf in this "
+                                                                              "block, comes out nan"),
+    "scores scaled by log2(e) again": (_softmax_scaled_twice, "m is the maximum of the scores times log2(e)"),
+    "l returned as float16": (_softmax_float16_l, "returns l as float16"),
     "no @triton.jit": (_softmax_plain, "forget @triton.jit"),
     "Python's max": (_softmax_builtin_max, "tl.maximum(a, b)"),
     "reduced along the wrong axis": (_softmax_wrong_axis, "reduce s along axis 1"),
@@ -231,8 +291,20 @@ def _softmax_exp_of_ln2(m_i, l_i, acc, s, v):  # exp(x ln 2) is 2^x: another way
     alpha = tl.exp((m_i - m_new) * 0.6931471805599453)
     p = tl.exp((s - m_new[:, None]) * 0.6931471805599453)
     acc *= alpha[:, None]
-    acc += tl.dot(p.to(tl.float16), v)
+    acc += tl.dot(p.to(v.dtype), v)
     return m_new, l_i * alpha + tl.sum(p, 1), acc
+
+
+@triton.jit
+def _softmax_guarded_block_shift(m_i, l_i, acc, s, v):  # FlashAttention-1's order, the all -inf row guarded
+    m_block = tl.max(s, 1)
+    m_safe = tl.where(m_block == float("-inf"), 0.0, m_block)
+    p = tl.exp2(s - m_safe[:, None])
+    m_new = tl.maximum(m_i, m_block)
+    alpha = tl.exp2(m_i - m_new)
+    beta = tl.exp2(m_safe - m_new)
+    acc = acc * alpha[:, None] + beta[:, None] * tl.dot(p.to(v.dtype), v)
+    return m_new, alpha * l_i + beta * tl.sum(p, 1), acc
 
 
 @triton.jit
@@ -244,7 +316,8 @@ def _softmax_where_max(m_i, l_i, acc, s, v):
     return m_new, alpha * l_i + tl.sum(p, axis=1), alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
 
 
-SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max]
+SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max,
+                 _softmax_guarded_block_shift]
 
 
 def test_softmax_step_reference_passes():
@@ -289,6 +362,15 @@ _SKIP = "end = tl.minimum(S_K, (tl.program_id(0) + 1) * BLOCK_M)"
 _CAUSAL = "visible = visible & (cols[None, :] <= rows[:, None])"
 _L_STORE = "tl.store(L + rows * stride_l, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=rows < S_Q)"
 _O_MASK = "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_Q)"
+_K_LOAD = "cols[None, :] * stride_ks + d[:, None] * stride_kd"
+_V_LOAD = "cols[:, None] * stride_vs + d[None, :] * stride_vd"
+
+
+def _where(interpreted: str, compiled: str) -> str:
+    """The words a message holds: under the interpreter the check watches every load and names the one that strays;
+    compiled, it finds the same mistake from what the kernel wrote."""
+    return interpreted if runtime.INTERPRET else compiled
+
 
 FLASH_WRONG = {  # label: (edits, words)
     "sm_scale ignored": ([(_SCALE, "qk_scale = 1.4426950408889634 / HEAD_DIM ** 0.5")], "not by sm_scale"),
@@ -312,7 +394,8 @@ FLASH_WRONG = {  # label: (edits, words)
                                "The block on the diagonal must be read"),
     "keys past S_K not masked": ([("visible = cols[None, :] < S_K", "visible = cols[None, :] >= 0")],
                                  "the keys past S_K take part"),
-    "values read past S_K": ([("mask=cols[:, None] < S_K, other=0.0)", ")")], "a load reads past the last key"),
+    "values read past S_K": ([("mask=cols[:, None] < S_K, other=0.0)", ")")],
+                             _where("the load of V reads", "a load reads past the last key")),
     "O stored without a mask": ([(_O_MASK, "out.to(O.dtype.element_ty))")], "outside O"),
     "L stored without a mask": ([(", mask=rows < S_Q)  # back", ")  # back")], "outside L"),
     "last block of queries not stored": ([("mask=rows[:, None] < S_Q)", "mask=rows[:, None] < S_Q // BLOCK_M * BLOCK_M)")],
@@ -324,9 +407,9 @@ FLASH_WRONG = {  # label: (edits, words)
     "L with m in base 2": ([(_L_STORE, "tl.store(L + rows * stride_l, m_i + tl.log(l_i), mask=rows < S_Q)")],
                            "L adds m in base 2"),
     "L not stored": ([(_L_STORE, "pass")], "L is not"),
+    "ln 2 cut short to 0.693": ([("* 0.6931471805599453, mask", "* 0.693, mask")], "off by a constant factor"),
     "O's column stride taken as 1": ([("d[None, :] * stride_od", "d[None, :]")], "wrong when O is stored transposed"),
-    "Q's column stride taken as 1": ([("d[None, :] * stride_qd", "d[None, :]")],
-                                     "wrong when Q is stored every other column"),
+    "Q's column stride taken as 1": ([("d[None, :] * stride_qd", "d[None, :]")], "Q is stored every other column"),
     "L's stride taken as 1": ([("L + rows * stride_l", "L + rows")], "wrong when L is stored every other element"),
     "key loop steps by BLOCK_M": ([("range(0, end, BLOCK_N)", "range(0, end, BLOCK_M)")], "of O differ from"),
     "rows counted in BLOCK_N": ([("rows = tl.program_id(0) * BLOCK_M", "rows = tl.program_id(0) * BLOCK_N")],
@@ -337,6 +420,23 @@ FLASH_WRONG = {  # label: (edits, words)
                                    "mask=cols[:, None] < S_K")], "the block of Kᵀ [HEAD_DIM, BLOCK_N]"),
     "Python's max on blocks": ([("m_new = tl.maximum(m_i, tl.max(s, 1))", "m_new = max(m_i, tl.max(s, 1))")],
                                "calls Python's max()"),
+    "key loop bounded by S_Q": ([("    end = S_K\n", "    end = S_Q\n")], "the keys past the first S_Q are never read"),
+    "last, partial block of keys dropped": ([("    end = S_K\n", "    end = S_K // BLOCK_N * BLOCK_N\n")],
+                                            "the last, partial block of keys is never read"),
+    "causal mask aligned bottom-right": ([(_CAUSAL, "visible = visible & "
+                                                    "(cols[None, :] <= rows[:, None] + S_K - S_Q)")],
+                                         "the causal mask is aligned to the last key"),
+    "causal end counted in BLOCK_N": ([(_SKIP, "end = tl.minimum(S_K, (tl.program_id(0) + 1) * BLOCK_N)")],
+                                      "its end counts blocks of BLOCK_N keys"),
+    "O stored with swapped strides": ([("rows[:, None] * stride_os + d[None, :] * stride_od",
+                                        "rows[:, None] * stride_od + d[None, :] * stride_os")],
+                                      "O holds the right values, in the wrong places"),
+    "V loaded with K's strides": ([(_V_LOAD, "cols[:, None] * stride_ks + d[None, :] * stride_kd")],
+                                  _where("the load of V reads places that are not V's elements",
+                                         "V is loaded with K's strides")),
+    "K loaded with Q's strides": ([(_K_LOAD, "cols[None, :] * stride_qs + d[:, None] * stride_qd")],
+                                  _where("the load of K reads places that are not K's elements",
+                                         "K is loaded with Q's strides")),
     "calls the course's softmax_step": ([("m_new = tl.maximum(m_i, tl.max(s, 1))",
                                           "m_i, l_i, acc = attention.softmax_step(m_i, l_i, acc, s, v)\n"
                                           "        m_new = m_i")], "the course's attention.softmax_step"),
@@ -391,6 +491,23 @@ def test_flash_forward_refuses_torch_the_course_and_the_solution(tmp_path):
         "calls the course's key_bounds": (calls_bounds, "the course's attention.key_bounds"),
         "uses torch": (uses_torch, "uses torch"),
     })
+
+
+@interpreter_only
+def test_flash_forward_refuses_an_unmasked_load_of_q_whose_extra_rows_are_never_stored(tmp_path):
+    # the rows past S_Q never reach O, so only the loads themselves show it (watched under the interpreter)
+    unmasked = _flash(tmp_path, "flash_q_unmasked", ("mask=rows[:, None] < S_Q, other=0.0)", ")"))
+    verdict = quiet(exercises.check_flash_forward, unmasked)
+    assert verdict.status == "failed" and "mask Q's load with rows < S_Q" in verdict.message, verdict.line
+
+
+def test_flash_forward_refuses_the_course_s_private_helpers_found_by_their_module(tmp_path):
+    helper = getattr(attention, "_key_block")  # not named in the check: it finds course.attention's functions
+    kernel = _flash(tmp_path, "flash_calls_helper", ("rows = tl.program_id(0)", "helper(Q, K)\n    rows = "
+                                                                               "tl.program_id(0)"))
+    kernel.fn.__globals__["helper"] = helper
+    verdict = quiet(exercises.check_flash_forward, kernel)
+    assert verdict.status == "failed" and "the course's attention._key_block" in verdict.message, verdict.line
 
 
 def test_flash_forward_refuses_a_kernel_that_only_runs_under_the_interpreter(tmp_path):
@@ -467,6 +584,12 @@ FLASH_RIGHT = {  # label: edits of the reference
                                           ("range(0, end, BLOCK_N)", "tl.range(0, end, BLOCK_N)")],
     "L from ln 2 times m plus ln l": [(_L_STORE, "tl.store(L + rows * stride_l, m_i * 0.6931471805599453 + "
                                                  "tl.log(l_i), mask=rows < S_Q)")],
+    # the review's: Triton's older tutorial scales q once, in float16, so L carries float16's rounding of the scores
+    "q scaled once and rounded to float16": [("    m_i = tl.full(", "    q = (q * qk_scale).to(tl.float16)\n"
+                                                                    "    m_i = tl.full("),
+                                             ("tl.dot(q, k) * qk_scale", "tl.dot(q, k)")],
+    # the review's: sm_scale is a float32 scalar compiled; the check gives it as one under the interpreter too
+    "sm_scale converted with .to": [(_SCALE, "qk_scale = sm_scale.to(tl.float32) * 1.4426950408889634")],
 }
 
 
@@ -498,8 +621,8 @@ def test_flash_forward_as_two_loops_like_the_course_kernel_passes():
 
 # Answers that could crash or hang: each runs in a child process, which must print one ✗ line and exit normally.
 FLASH_CRASHY = {  # label: (edits, words)
-    "K's strides swapped": ([("cols[None, :] * stride_ks + d[:, None] * stride_kd",
-                              "cols[None, :] * stride_kd + d[:, None] * stride_ks")], ("reads past the end",)),
+    "K's strides swapped": ([(_K_LOAD, "cols[None, :] * stride_kd + d[:, None] * stride_ks")],
+                            ("the load of K reads places that are not K's elements",)),
     "rows far apart, O stored without a mask": ([("rows = tl.program_id(0) * BLOCK_M", "rows = tl.program_id(0) * "
                                                   "BLOCK_M * 65536"), (_O_MASK, "out.to(O.dtype.element_ty))")],
                                                  ("writes outside",)),
