@@ -16,6 +16,9 @@ ACTIVATIONS = {None: None, "relu": epilogues.relu, "silu": epilogues.silu, "gelu
 @pytest.mark.parametrize("activation", list(ACTIVATIONS), ids=str)
 @pytest.mark.parametrize("M,N,K", [(50, 40, 70), (1, 1, 1), pick(cpu=(33, 65, 64), gpu=(1000, 1000, 520))])
 def test_float_linear_with_each_activation(M, N, K, activation):
+    # Fixed inputs: at 1 x 1 x 1 one element near GELU's or SiLU's small negative tail has almost no size to
+    # measure a relative error against, and which one comes up depended on the tests run before.
+    torch.manual_seed(M * 10007 + N * 101 + K)
     x = 4 * torch.randn(M, K, device=DEVICE, dtype=torch.float16)  # large values: the activations' tails
     w = torch.randn(N, K, device=DEVICE, dtype=torch.float16)
     bias = torch.randn(N, device=DEVICE)
