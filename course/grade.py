@@ -141,8 +141,28 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
-    os.environ["COURSE_DEVICE"] = "cpu"  # the kernels started below inherit it
+    saved = {name: os.environ.get(name) for name in ("COURSE_DEVICE", "TRITON_INTERPRET")}
+    os.environ["COURSE_DEVICE"] = "cpu"  # the kernels started below inherit it; put back after
     os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        rows, ok = _grade_all(args)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    passed = sum(r.status == "passed" for r in rows)
+    failed = sum(r.status == "failed" for r in rows)
+    pending = sum(r.status == "not attempted" for r in rows)
+    print(f"{passed} passed, {failed} failed, {pending} not attempted")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1, ensure_ascii=False))
+    ok = ok and failed == 0 and not (args.require_all and pending)
+    return 0 if ok else 1
+
+
+def _grade_all(args) -> tuple[list[Row], bool]:
     rows, ok = [], True
     for path in args.notebooks:
         if not path.exists():
@@ -157,14 +177,7 @@ def main(argv=None) -> int:
             print(f"{path.name:<28}   note: {note}")
         print(f"{path.name:<28}   ({time.perf_counter() - start:.0f} s)")
         rows += graded
-    passed = sum(r.status == "passed" for r in rows)
-    failed = sum(r.status == "failed" for r in rows)
-    pending = sum(r.status == "not attempted" for r in rows)
-    print(f"{passed} passed, {failed} failed, {pending} not attempted")
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1, ensure_ascii=False))
-    ok = ok and failed == 0 and not (args.require_all and pending)
-    return 0 if ok else 1
+    return rows, ok
 
 
 if __name__ == "__main__":

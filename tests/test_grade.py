@@ -21,26 +21,42 @@ def _notebook(tmp_path, name, *cells, setup=True):
     return path
 
 
+def _imports_only(cell) -> bool:
+    import ast
+
+    if cell.cell_type != "code":
+        return False
+    try:
+        body = ast.parse(cell.source).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+
+
 def _run(capsys, *argv):
     code = grade.main([str(a) for a in argv])
     return code, capsys.readouterr().out
 
 
 def test_the_committed_notebook_is_all_not_attempted(capsys):
+    import os
+
+    before = {name: os.environ.get(name) for name in ("COURSE_DEVICE", "TRITON_INTERPRET")}
     code, out = _run(capsys, NOTEBOOKS / "00_how_the_course_runs.ipynb")
+    assert {name: os.environ.get(name) for name in before} == before, "grading changed this process's environment"
     assert code == 0 and "✎ saxpy_cost" in out and "0 passed, 0 failed, 1 not attempted" in out
     code, out = _run(capsys, "--require-all", NOTEBOOKS / "00_how_the_course_runs.ipynb")
     assert code == 1
 
 
 def test_every_solution_loaded_passes(tmp_path, capsys):
-    # Each course notebook as a learner who loaded every solution would run it: its first cell (the
-    # imports), then each exercise's solution cell.
+    # Each course notebook as a learner who loaded every solution would run it: its import cells, then
+    # each exercise's solution cell.
     paths = []
     for original in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        first = next(c.source for c in nbformat.read(original, as_version=4).cells if c.cell_type == "code")
+        imports = [c.source for c in nbformat.read(original, as_version=4).cells if _imports_only(c)]
         names = grade.expected_exercises(original)
-        paths.append(_notebook(tmp_path, original.name, first, *(solutions.source(n) for n in names), setup=False))
+        paths.append(_notebook(tmp_path, original.name, *imports, *(solutions.source(n) for n in names), setup=False))
     report = tmp_path / "grades.json"
     code, out = _run(capsys, "--require-all", "--json", report, *paths)
     rows = json.loads(report.read_text())

@@ -105,7 +105,8 @@ def test_stubs_print_one_not_attempted_line_and_raise_nothing(capsys):
 
 def test_yours_or_reference(capsys):
     quiet(exercises.check_saxpy_cost, stub)
-    assert exercises.yours_or_reference("saxpy_cost", stub) is solutions.saxpy_cost
+    borrowed = exercises.yours_or_reference("saxpy_cost", stub)
+    assert borrowed.__wrapped__ is solutions.saxpy_cost and borrowed(10) == solutions.saxpy_cost(10)
     assert "using the reference" in capsys.readouterr().out
     mine = lambda n: (2 * n, 12 * n)  # noqa: E731
     quiet(exercises.check_saxpy_cost, mine)
