@@ -201,8 +201,11 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
                                             "_COURSE_COMPILE_ONLY": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
     if done.returncode:
         error = done.stderr.strip().splitlines()
-        start = next((i for i, line in enumerate(error) if "CompilationError" in line or "Error" in line[:40]), 0)
-        raise RuntimeError(f"building {fn.__name__} for sm_{arch} failed:\n" + "\n".join(error[start:][-25:]))
+        # the first exception line: with nested @jit calls, the innermost error (the reason) comes first
+        start = next((i for i, line in enumerate(error)
+                      if re.match(r"[\w.]*(Error|Exception|Construct)\w*(:|$)", line)), 0)
+        kept = error[start:start + 30] + (["...", error[-1]] if len(error) > start + 30 else [])
+        raise RuntimeError(f"building {fn.__name__} for sm_{arch} failed:\n" + "\n".join(kept))
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["cubin"] = base64.b64decode(result["cubin"])
     return Build(fn.__name__, arch, result)

@@ -16,6 +16,7 @@ import textwrap
 import warnings
 from typing import Callable
 
+import numpy as np
 import torch
 
 from course import runtime
@@ -87,7 +88,9 @@ def exercise(name: str, what_to_write: str):
                 if args and all(is_stub(a) for a in args):
                     raise NotAttempted
                 _CHECKING = name
-                with time_limit(TIME_LIMIT_S), bounds_checked(), warnings.catch_warnings():
+                UNFILLED_LOADS.clear()
+                with time_limit(TIME_LIMIT_S), bounds_checked(), reference_refused(name, args), \
+                        warnings.catch_warnings():
                     # numpy's overflow and divide-by-zero warnings from a wrong kernel under the
                     # interpreter say nothing the verdict does not
                     warnings.simplefilter("ignore", RuntimeWarning)
@@ -98,7 +101,10 @@ def exercise(name: str, what_to_write: str):
                                   f"not attempted yet.\n  {what}, then run this cell again.\n"
                                   f"  Stuck? exercises.solution({name!r}) in a new cell loads the reference solution.")
             except Failed as failure:
-                verdict, picture = Verdict(name, "failed", str(failure)), failure.picture
+                message = str(failure)
+                if UNFILLED_LOADS and "hint:" not in message:
+                    message += f"\n  hint: {UNFILLED_HINT}"
+                verdict, picture = Verdict(name, "failed", message), failure.picture
             except (OutOfBounds, UsesReference) as stray:
                 verdict = Verdict(name, "failed", str(stray))
             except TimedOut as timeout:
@@ -123,7 +129,7 @@ def exercise(name: str, what_to_write: str):
 
 
 # Under the interpreter a kernel whose loop never ends would hang the cell: a check gives up after this.
-TIME_LIMIT_S = 120
+TIME_LIMIT_S = 60  # the slowest check takes about 15 s on one busy core
 
 
 @contextlib.contextmanager
@@ -200,6 +206,13 @@ def bounds_checked():
             ptrs = args[ptr_at]
             mask = args[mask_at] if mask_at is not None else None
             _check_addresses(what, ptrs, mask, memory)
+            if what == "load" and args[2] is None and _masks_some(mask):
+                # Triton leaves the masked-off values of a load without other= undefined (a GPU may give
+                # garbage); the interpreter gives 0, which can hide the slip
+                poison = _undefined_like(ptrs, interpreter)
+                if poison is not None:
+                    args = (*args[:2], poison, *args[3:])
+                    UNFILLED_LOADS.append(what)
             return original(*args)
         return op
 
@@ -219,6 +232,71 @@ def bounds_checked():
             builder.__dict__.pop(name, None)  # back to the class's methods
 
 
+# What the masked-off lanes of a load without other= get under a check: inf, which spoils a sum or a maximum
+# it reaches and, times the 0 of another operand's masked lane, a tl.dot (inf * 0 is NaN); an unmasked store
+# of it still shows as a write (the checks mark unwritten memory with NaN)
+_UNDEFINED_BITS = {"fp16": np.uint16(0x7C00), "bf16": np.uint16(0x7F80)}  # held as their 16 bits
+
+
+def _undefined_like(ptrs, interpreter):
+    """A block of inf of the type ``ptrs`` point to, as the interpreter holds it; None for types other than
+    float16, bfloat16, float32 and float64."""
+    ty, shape = ptrs.get_element_ty(), np.shape(ptrs.data)
+    if str(ty) not in ("fp16", "bf16", "fp32", "fp64"):
+        return None
+    dtype = interpreter._get_np_dtype(ty)
+    value = np.full(shape, np.inf, dtype=dtype) if dtype.kind == "f" else np.full(shape, _UNDEFINED_BITS[str(ty)])
+    return interpreter.TensorHandle(value, ty)
+
+
+def _masks_some(mask) -> bool:
+    return mask is not None and not np.asarray(mask.data, dtype=bool).all()
+
+
+# Masked loads without other= seen in the current check (bounds_checked gives their masked-off lanes inf)
+UNFILLED_LOADS: list[str] = []
+UNFILLED_HINT = ("a masked tl.load without other= leaves the values it masks off undefined (a GPU may give "
+                 "garbage; this check gave them inf): where they reach a sum, a maximum or a tl.dot, give "
+                 "other= (0.0 for a sum, -inf for a maximum)")
+
+
+def masked_addresses(ptrs, mask) -> np.ndarray:
+    """The byte addresses an interpreted load or store reaches: those of ``ptrs`` its ``mask`` lets through."""
+    addresses = np.asarray(ptrs.data, dtype=np.uint64)
+    if mask is not None:
+        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+    return addresses.ravel()
+
+
+@contextlib.contextmanager
+def watching_loads(see: Callable):
+    """Under the interpreter on the CPU, call ``see(addresses)`` with the byte addresses (a flat uint64 array,
+    masks applied) of every tl.load of the kernels launched inside the block, before it reads them. A check
+    uses it to count reads that stay inside a tensor's memory but outside the view it means (a mask that lets
+    an edge through, a wrong stride): results may still be right, but a GPU can fault there."""
+    if not runtime.INTERPRET or runtime.DEVICE != "cpu":
+        yield
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    saved = builder.__dict__.get("create_masked_load")  # bounds_checked's guard, when inside a check
+    original = builder.create_masked_load
+
+    def load(ptrs, mask, *rest):
+        see(masked_addresses(ptrs, mask))
+        return original(ptrs, mask, *rest)
+
+    builder.create_masked_load = load
+    try:
+        yield
+    finally:
+        if saved is None:
+            builder.__dict__.pop("create_masked_load", None)
+        else:
+            builder.create_masked_load = saved
+
+
 def _tensors_in(arg):
     """The torch tensors in a kernel argument (a tensor, a tuple of them, a tensor descriptor)."""
     if isinstance(arg, torch.Tensor):
@@ -232,12 +310,7 @@ def _tensors_in(arg):
 def _check_addresses(what: str, ptrs, mask, memory) -> None:
     """Raise :class:`OutOfBounds` if an address of ``ptrs`` that ``mask`` lets through lies outside
     every range of ``memory``."""
-    import numpy as np
-
-    addresses = np.asarray(ptrs.data, dtype=np.uint64)
-    if mask is not None:
-        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-    addresses = addresses.ravel()
+    addresses = masked_addresses(ptrs, mask)
     if addresses.size == 0 or not memory:
         return
     size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
@@ -351,6 +424,8 @@ ERROR_HINTS = [
     ("'int' object is not subscriptable", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
     ("object has no attribute 'values'", "a function that should return two values returned one: return both, "
                                          "e.g. return pid_m, pid_n"),
+    ("'tensor' object has no attribute", "a block has no math methods (x.tanh(), x.exp()): the math is in tl's "
+                                         "functions, tl.exp(x), tl.sigmoid(x), ..., and in libdevice"),
     ("has no attribute", "a misspelt name?" + (" (in a kernel, the interpreter cannot say on which line)"
                                               if runtime.INTERPRET else "")),
     ("arange's range must be a power of 2", "BLOCK_SIZE must be a power of two; the mask handles the rest"),
@@ -368,6 +443,7 @@ ERROR_HINTS = [
                                          "loop, while not done: ..."),
     ("unsupported AST node type: Continue", "Triton kernels have no continue: put the rest of the body under an if"),
     ("int() argument must be", "int() cannot take a value computed in a kernel: use // for integer division"),
+    ("float() argument must be", "float() cannot take a value computed in a kernel: use .to(tl.float32)"),
     ("Loop-carried variable", "a variable changed its type or shape in the loop: give it before the loop the shape "
                               "and dtype the loop gives it (an accumulator: a float32 block of its tile's shape, "
                               "tl.zeros((rows, cols), dtype=tl.float32)), and keep its updates in that dtype"),
@@ -462,6 +538,60 @@ def yours_or_reference(name: str, fn):
                                 "that is the answer, not yours; write it yourself")
         return reference(*args, **kwargs)
     return borrowed
+
+
+@contextlib.contextmanager
+def reference_refused(name: str, answers=()):
+    """Inside exercise ``name``'s check, its reference solution refuses to run: an answer that is the
+    reference (``matmul_kernel = solutions.matmul_kernel``), calls it or launches its kernel gets a ✗."""
+    from course import solutions
+
+    if not REFUSE_REFERENCE:
+        yield
+        return
+    pieces = [(piece, getattr(solutions, piece)) for piece in solutions.EXERCISES.get(name, ((),))[0]]
+    for answer in answers:
+        for piece, reference in pieces:
+            if answer is reference or getattr(answer, "__wrapped__", None) is reference:
+                raise UsesReference(_refusal(piece))
+    swapped, launched = [], []
+    for piece, reference in pieces:
+        if inspect.isfunction(reference) and not reference.__code__.co_freevars:
+            swapped.append((reference, reference.__code__))
+            reference.__code__ = _refusing.__code__
+        elif hasattr(reference, "fn"):  # a kernel: its launch (kernel[grid](...)) goes through .run
+            launched.append(reference)
+            reference.run = functools.partial(_refuse_launch, piece)
+    global _REFUSED
+    saved, _REFUSED = _REFUSED, name
+    try:
+        yield
+    finally:
+        _REFUSED = saved
+        for reference, code in swapped:
+            reference.__code__ = code
+        for reference in launched:
+            reference.__dict__.pop("run", None)
+
+
+_REFUSED: str | None = None  # the exercise whose reference refuses to run
+REFUSE_REFERENCE = True  # the course's own tests turn it off to hand the references to the checks
+
+
+def _refusal(piece: str) -> str:
+    return (f"your answer uses the reference solution (course.solutions.{piece}): that is the answer, not yours; "
+            "write it yourself")
+
+
+def _refuse_launch(piece, *args, **kwargs):
+    raise UsesReference(_refusal(piece))
+
+
+def _refusing(*args, **kwargs):
+    """Stands in for a reference solution's body during its check. Its own globals are the solutions
+    module's, so it finds this module through ``__import__``."""
+    core = __import__("course.exercises.core", fromlist=["core"])
+    raise core.UsesReference(core._refusal(core._REFUSED or "the exercise"))
 
 
 def _no_hook(*args, **kwargs):
@@ -606,11 +736,13 @@ def quiet(check: Callable, *args) -> Verdict:
 
 def compiles_for_a_gpu(kernel, *args, **constexprs) -> None:
     """Build the kernel for an H100 (course.compile, in a separate process), by default with
-    ``tiled.matmul_kernel``'s arguments; a ✗ with the compiler's words if it refuses."""
+    ``tiled.matmul_kernel``'s arguments; a ✗ with the compiler's innermost reason and the line it points at
+    if it refuses. Skipped where the build cannot reach the kernel's source or module."""
     from course.compile import build
 
+    fn = getattr(kernel, "fn", kernel)
     try:
-        inspect.getsource(getattr(kernel, "fn", kernel))
+        inspect.getsource(fn)
     except (OSError, TypeError):  # defined by exec or python -c: the build (another process) needs the source
         return
     if not args:
@@ -619,25 +751,42 @@ def compiles_for_a_gpu(kernel, *args, **constexprs) -> None:
     try:
         build(kernel, *args, **constexprs)
     except RuntimeError as err:
+        reason = _compiler_reason(str(err))
+        if f"No module named '{getattr(fn, '__module__', '')}'" in str(err):
+            return  # the kernel's own module cannot be imported by the build (a file outside sys.path)
         raise Failed("right under the interpreter, but Triton cannot compile it for a GPU:\n    "
-                     + _compiler_reason(str(err)) + hint_for(str(err))) from None
+                     + reason + hint_for(reason)) from None
+    except TypeError:
+        return  # the build cannot carry it (a notebook object): nothing to blame the learner for
 
 
 def _compiler_reason(text: str) -> str:
-    """The compiler's reason from a failed build's output: the error line and, where it only says where
-    ("UnsupportedLanguageConstruct: at 5:12:"), the source line it points at and the words after the caret."""
-    lines = [line for line in text.splitlines()[1:] if line.strip()]
-    at = next((i for i in range(len(lines) - 1, -1, -1) if "Error" in lines[i] or "error" in lines[i]
-               or "Construct" in lines[i]), None)
-    if at is None:
-        return lines[-1].strip() if lines else "(no reason given)"
-    reason = lines[at].split(".")[-1].strip() if lines[at].startswith("triton.") else lines[at].strip()
-    if reason.endswith(":"):  # the reason follows the source excerpt and its caret
-        caret = next((i for i in range(at + 1, len(lines)) if lines[i].strip() == "^"), None)
-        source = lines[caret - 1].strip() if caret else ""
-        after = " ".join(line.strip() for line in lines[(caret or at) + 1:])
-        reason = f"{after or reason}" + (f"\n    at: {source}" if source else "")
-    return reason
+    """The innermost reason in a failed build's output and the source line it points at ("reason\n    at: line");
+    failing that, the last line that names an error."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\S*(CompilationError|UnsupportedLanguageConstruct)\S*: at \d+:\d+:", line):
+            caret = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "^"), None)
+            if caret is None:
+                continue
+            reason = []
+            for follow in lines[caret + 1:]:
+                if not follow.strip():
+                    break
+                reason.append(follow.strip())
+            if not reason:  # a call site: its callee's error, with the reason, comes first or later
+                continue
+            reason = " ".join(reason)
+            inner = re.fullmatch(r"(\w+Error)\((['\"].*['\"])\)", reason)
+            if inner:  # TypeError("...") -> TypeError: ...
+                try:
+                    reason = f"{inner.group(1)}: {ast.literal_eval(inner.group(2))}"
+                except (ValueError, SyntaxError):
+                    pass
+            return f"{reason}\n    at: {lines[caret - 1].strip()}"
+    shown = [line.strip() for line in lines[1:] if line.strip()]
+    return next((line for line in reversed(shown) if "Error" in line or "error" in line),
+                shown[-1] if shown else "(no reason given)")
 
 
 def resolve(node, scope: dict):

@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import course
 from course import elementwise, exercises, solutions
@@ -133,3 +135,51 @@ def test_bad_arguments_get_one_clear_line(check, arity, bad, message):
     assert "\n" not in verdict.message
 
 
+
+
+def test_an_answer_that_is_calls_or_launches_the_reference_is_refused(monkeypatch):
+    monkeypatch.setattr(exercises.core, "REFUSE_REFERENCE", True)
+
+    def launches_it(x, out, block_m=16, block_n=16):
+        M, N = x.shape
+        grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
+        solutions.transpose_kernel[grid](x, out, M, N, *x.stride(), *out.stride(), block_m, block_n)
+        return out
+
+    answers = {"is it": solutions.transpose, "calls it": lambda *args: solutions.transpose(*args),
+               "launches its kernel": launches_it}
+    for label, answer in answers.items():
+        verdict = quiet(exercises.check_transpose, answer)
+        assert verdict.status == "failed" and "reference solution (course.solutions" in verdict.message, label
+    x = torch.arange(6.0, device=course.DEVICE).reshape(2, 3)  # outside the check, the reference works again
+    out = torch.empty(3, 2, device=course.DEVICE)
+    solutions.transpose(x, out, 16, 16)
+    assert torch.equal(out, x.T)
+    assert quiet(exercises.check_transpose, solutions.transpose).status == "failed"
+
+
+@triton.jit
+def _copy_masked(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FILL: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if FILL:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x)
+
+
+@pytest.mark.skipif(not course.INTERPRET, reason="the interpreter's loads")
+@pytest.mark.parametrize("dtype, undefined", [(torch.float16, float("inf")), (torch.bfloat16, float("inf")),
+                                              (torch.float32, float("inf"))])
+def test_a_masked_load_without_other_gives_inf_under_a_check(dtype, undefined):
+    x, out = torch.ones(16, dtype=dtype), torch.zeros(16, dtype=dtype)
+    exercises.core.UNFILLED_LOADS.clear()
+    with exercises.core.bounds_checked():
+        _copy_masked[(1,)](x, out, 10, BLOCK=16, FILL=False)
+    assert out[:10].eq(1).all() and out[10:].eq(undefined).all() and exercises.core.UNFILLED_LOADS
+    exercises.core.UNFILLED_LOADS.clear()
+    with exercises.core.bounds_checked():
+        _copy_masked[(1,)](x, out, 10, BLOCK=16, FILL=True)
+    assert out[10:].eq(0).all() and not exercises.core.UNFILLED_LOADS
+    _copy_masked[(1,)](x, out, 10, BLOCK=16, FILL=False)  # outside a check: the interpreter's own zeros
+    assert out[10:].eq(0).all()

@@ -186,6 +186,7 @@ def test_the_reference_handed_out_by_yours_or_reference_is_refused_inside_its_ch
     reference = exercises.yours_or_reference("axpy", None)
     verdict = quiet(exercises.check_axpy, lambda alpha, x, y, out: reference(alpha, x, y, out))
     assert verdict.status == "failed" and "calls the reference solution" in verdict.message
-    out = torch.empty(8)
-    reference(2.0, torch.ones(8), torch.ones(8), out)  # outside the check it works, for the cells after
+    out = torch.empty(8, device=course.DEVICE)
+    ones = torch.ones(8, device=course.DEVICE)
+    reference(2.0, ones, ones, out)  # outside the check it works, for the cells after
     assert torch.equal(out.cpu(), torch.full((8,), 3.0))
