@@ -27,6 +27,7 @@ import torch
 
 from course import runtime
 from course.exercises.core import (
+    UNFILLED_LOADS,
     Failed,
     NotAttempted,
     OutOfBounds,
@@ -42,6 +43,7 @@ from course.exercises.core import (
     source_of,
     unmasked_loads,
     user_error,
+    watching_loads,
 )
 
 __all__ = ['check_transpose', 'check_matmul_kernel']
@@ -233,42 +235,26 @@ class _Reads(contextlib.AbstractContextManager):
         self.strays: dict[str, int] = {name: 0 for name in memories}
 
     def __enter__(self):
-        self._builder = None
-        if not runtime.INTERPRET or runtime.DEVICE != "cpu":
-            return self
-        import numpy as np
-        from triton.runtime import interpreter
-
-        self._builder = builder = interpreter.interpreter_builder
-        self._saved = builder.__dict__.get("create_masked_load")
-        original = builder.create_masked_load
-        regions = []
-        for name, m in self.memories.items():
-            start = m.flat.untyped_storage().data_ptr() + m.flat.storage_offset() * m.flat.element_size()
-            regions.append((name, start, start + m.flat.numel() * m.flat.element_size(), m.flat.element_size(),
-                            m.owned.numpy()))
-
-        def load(ptrs, mask, *rest):
-            addresses = np.asarray(ptrs.data, dtype=np.uint64)
-            if mask is not None:
-                addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-            addresses = addresses.ravel()
-            for name, start, end, size, owned in regions:
-                inside = addresses[(addresses >= start) & (addresses < end)]
-                if inside.size:
-                    self.strays[name] += int((~owned[((inside - np.uint64(start)) // np.uint64(size))]).sum())
-            return original(ptrs, mask, *rest)
-
-        builder.create_masked_load = load
+        self._watch = watching_loads(self._see)
+        self._regions = []
+        if runtime.INTERPRET and runtime.DEVICE == "cpu":
+            for name, m in self.memories.items():
+                start = m.flat.untyped_storage().data_ptr() + m.flat.storage_offset() * m.flat.element_size()
+                self._regions.append((name, start, start + m.flat.numel() * m.flat.element_size(),
+                                      m.flat.element_size(), m.owned.numpy()))
+        self._watch.__enter__()
         return self
 
+    def _see(self, addresses):
+        import numpy as np
+
+        for name, start, end, size, owned in self._regions:
+            inside = addresses[(addresses >= start) & (addresses < end)]
+            if inside.size:
+                self.strays[name] += int((~owned[((inside - np.uint64(start)) // np.uint64(size))]).sum())
+
     def __exit__(self, *exc):
-        if self._builder is not None:
-            if self._saved is None:
-                self._builder.__dict__.pop("create_masked_load", None)
-            else:
-                self._builder.create_masked_load = self._saved
-        return False
+        return self._watch.__exit__(*exc)
 
 
 @contextlib.contextmanager
@@ -361,10 +347,14 @@ def _gather(flat: torch.Tensor, offsets: torch.Tensor, mask: torch.Tensor):
 
 
 def _store(values: torch.Tensor, written: torch.Tensor, offsets: torch.Tensor, mask: torch.Tensor,
-           stored: torch.Tensor) -> bool:
+           stored: torch.Tensor, unknown: torch.Tensor | None = None) -> bool:
     """Write ``stored`` at ``offsets`` where ``mask``, programs and lanes in order (the last write of an
     element wins, as under the interpreter), and count the writes of each element in ``written``;
-    False if an offset lies outside."""
+    False if an offset lies outside. Lanes where ``unknown`` holds store a value the replay cannot know (a
+    lane a load without other= masked off: undefined, inf under the check): they count as two writes
+    more, so that only their being written is compared (see :func:`_same`)."""
+    if unknown is not None:
+        unknown = torch.broadcast_to(unknown, mask.shape)[mask]
     offsets, stored = offsets[mask], stored[mask]
     if offsets.numel() == 0:
         return True
@@ -375,6 +365,8 @@ def _store(values: torch.Tensor, written: torch.Tensor, offsets: torch.Tensor, m
     hit = last >= 0
     values[hit] = stored[last[hit]]
     written += torch.bincount(offsets, minlength=values.numel())
+    if unknown is not None and bool(unknown.any()):
+        written += 2 * torch.bincount(offsets[unknown], minlength=values.numel())
     return True
 
 
@@ -497,6 +489,16 @@ _T_MODELS = [
             "rows tall, so its rows start at tl.program_id(0) times BLOCK_M", steps=(1, "BLOCK_N")),
     _TModel("the tiles overlap or leave gaps: the columns step by 1 (tl.program_id(1) + ...); a tile is "
             "BLOCK_N columns wide, so its columns start at tl.program_id(1) times BLOCK_N", steps=("BLOCK_M", 1)),
+    # the models whose loads are unmasked where others' are masked come first: a lane a load masks off may hold
+    # anything (see _store), so a model with a masked load matches a kernel whose load is not masked there too
+    _TModel("nothing is masked: the edge tiles read past x and write past out; mask the load and the store with "
+            "one 2-D mask, rows < M and columns < N", load_mask=None, store_mask=None),
+    _TModel("the mask does not check x's columns (a condition that always holds, or none): the edge tiles read "
+            "and write past x's last column; the 2-D mask needs columns < N too, combined with &",
+            load_mask=("M", None), store_mask=("M", None)),
+    _TModel("the mask does not check x's rows (a condition that always holds, or none): the edge tiles read and "
+            "write past x's last row; the 2-D mask needs rows < M too, combined with &",
+            load_mask=(None, "N"), store_mask=(None, "N")),
     _TModel("the store wrote outside out (past its last row or column): the edge tiles hang over; mask the "
             "store with the same 2-D mask as the load", store_mask=None),
     _TModel("the store wrote outside out: its mask checks only the rows, so the columns of the edge tiles "
@@ -513,8 +515,6 @@ _T_MODELS = [
             store_mask=("N", "M")),
     _TModel("the masks let one row and one column too many through (<= where < belongs): the last row of x is "
             "M - 1", load_mask=("M + 1", "N + 1"), store_mask=("M + 1", "N + 1")),
-    _TModel("nothing is masked: the edge tiles read past x and write past out; mask the load and the store with "
-            "one 2-D mask, rows < M and columns < N", load_mask=None, store_mask=None),
     _TModel("a tile has BLOCK_N rows and BLOCK_M columns: the other way round (tl.arange(0, BLOCK_M) counts its "
             "rows)", sizes=("BLOCK_N", "BLOCK_M")),
 ]
@@ -538,13 +538,16 @@ def _replay_transpose(model: _TModel, launches: list, x: _Memory, out: _Memory):
             base_x = launch.args["x_ptr"].storage_offset()
             base_out = launch.args["out_ptr"].storage_offset()
             read = base_x + rows[:, :, None] * load[0] + cols[:, None, :] * load[1]
-            tile = _gather(source, read, _bound_mask(rows, cols, model.load_mask, names))
+            loaded = _bound_mask(rows, cols, model.load_mask, names)
+            tile = _gather(source, read, loaded)
             if tile is None:
                 return None
             if model.rounding is not None:
                 tile = tile.to(model.rounding).double()
             where = base_out + rows[:, :, None] * store[0] + cols[:, None, :] * store[1]
-            if not _store(values, written, where, _bound_mask(rows, cols, model.store_mask, names), tile):
+            # a lane the load masked off holds other= or, without it, anything: the store may spill it
+            if not _store(values, written, where, _bound_mask(rows, cols, model.store_mask, names), tile,
+                          unknown=~loaded):
                 return None
         except (KeyError, NameError, TypeError, ValueError, RuntimeError):  # a launch the model cannot describe
             return None
@@ -677,10 +680,16 @@ def check_transpose(transpose: Callable) -> str:
     cases = _transpose_cases(seed)
     kernel = None
     with _one_thread():
-        for i, case in enumerate(cases):
-            run = _run_transpose(transpose, case, generator)
-            later = (lambda rest=cases[i + 1:]: (_run_transpose(transpose, c, generator) for c in rest))
-            kernel = _judge_transpose(run, later)
+        try:
+            for i, case in enumerate(cases):
+                run = _run_transpose(transpose, case, generator)
+                later = (lambda rest=cases[i + 1:]: (_run_transpose(transpose, c, generator) for c in rest))
+                kernel = _judge_transpose(run, later)
+        except Failed:
+            # a transpose only moves what it loads, so core's hint about masked loads without other= (whose
+            # lanes reach a sum, a maximum or a tl.dot) never applies: its masked lanes are never stored
+            UNFILLED_LOADS.clear()
+            raise
     if kernel is not None and not _reads_checked() and unmasked_loads(kernel):  # reads are counted only on a CPU
         raise Failed("the results are right, but the tl.load has no mask: the edge tiles read past x, which can "
                      "fault on a GPU; mask the load like the store")
@@ -909,7 +918,8 @@ def _k_starts(kind: str, K: int, bk: int) -> tuple:
             "truncated": (right[:K // bk], right[:K // bk]), "overlap": (list(range(n)), list(range(n))),
             "same": ([0] * n, [0] * n), "same_a": ([0] * n, right), "same_b": (right, [0] * n),
             "ones": (list(range(K)), list(range(K))),
-            "short": (list(range(0, K - bk, bk)), list(range(0, K - bk, bk)))}[kind]
+            "short": (list(range(0, K - bk, bk)), list(range(0, K - bk, bk))),
+            "short_by_one": (list(range(0, K - 1, bk)), list(range(0, K - 1, bk)))}[kind]
 
 
 _M_RIGHT = _MModel()
@@ -938,6 +948,9 @@ _M_MODELS = [
             "but each step covers BLOCK_K elements of K, so every product is added up to BLOCK_K times; the "
             "loop's step is BLOCK_K", k_steps="ones"),
     _MModel("the first step of K is missing: the loop over K starts at 0", k_steps="skip_first"),
+    _MModel("the last step of K, one element long here, is missing: the loop over K ends before K (range(0, K - 1, "
+            "BLOCK_K) stops short exactly when K is a multiple of BLOCK_K plus one); range(0, K, BLOCK_K) takes every "
+            "step, the last, masked one included", k_steps="short_by_one"),
     _MModel("the last, partial step of K is missing. range(0, K, BLOCK_K) includes it; K // BLOCK_K steps do not",
             k_steps="truncated"),
     _MModel("the last step of K is missing: range(0, K - BLOCK_K, BLOCK_K) stops one step short (range stops "
@@ -1000,6 +1013,15 @@ _M_MODELS = [
             "rows tall, so its rows start at tl.program_id(0) in steps of BLOCK_M", steps=(1, "BLOCK_N")),
     _MModel("the tiles overlap or leave gaps: the columns step by 1 (tl.program_id(1) + ...); a tile is BLOCK_N "
             "columns wide, so its columns start at tl.program_id(1) in steps of BLOCK_N", steps=("BLOCK_M", 1)),
+    _MModel("a tile's rows are counted with BLOCK_N (tl.arange(0, BLOCK_N)): a tile is BLOCK_M rows tall, so its "
+            "rows are tl.arange(0, BLOCK_M) from its first row, and the accumulator is (BLOCK_M, BLOCK_N)",
+            sizes=("BLOCK_N", "BLOCK_N")),
+    _MModel("a tile's columns are counted with BLOCK_M (tl.arange(0, BLOCK_M)): a tile is BLOCK_N columns wide, so "
+            "its columns are tl.arange(0, BLOCK_N) from its first column, and the accumulator is (BLOCK_M, BLOCK_N)",
+            sizes=("BLOCK_M", "BLOCK_M")),
+    _MModel("a tile has BLOCK_N rows and BLOCK_M columns here, the other way round: its rows are "
+            "tl.arange(0, BLOCK_M) and its columns tl.arange(0, BLOCK_N), for an accumulator of (BLOCK_M, BLOCK_N)",
+            sizes=("BLOCK_N", "BLOCK_M")),
     _MModel("the store wrote outside C (past its last row or column). Mask it with rows < M and columns < N, "
             "in both dimensions", c_mask=None),
     _MModel("the store's mask compares rows with N or columns with M: rows < M, columns < N",
@@ -1052,8 +1074,16 @@ def _matmul_cases() -> list:
                (48, 1),
                "mask the loads (A's rows < M, B's columns < N) with other=0.0, and the store (rows < M, "
                "columns < N), and use the strides of A, B and C"),
+        _MCase("tiles wider than tall (40 x 72 x 32, ragged, in tiles of 16 x 32)", 40, 72, 32, (32, 1), (72, 1),
+               (72, 1),
+               "the tiles here are 16 x 32, BLOCK_M < BLOCK_N: a tile's rows are tl.arange(0, BLOCK_M), its columns "
+               "tl.arange(0, BLOCK_N), its accumulator (BLOCK_M, BLOCK_N); take every size from its own constexpr",
+               blocks=(16, 32, 16)),
         _MCase("a ragged last step of K (64 x 48 x 40)", 64, 48, 40, (40, 1), (48, 1), (48, 1),
                "mask (k + offsets along K) < K in both loads, with other=0.0, so the extra products are zero"),
+        _MCase("a last step of K one element long (32 x 16 x 33)", 32, 16, 33, (33, 1), (16, 1), (16, 1),
+               "K is two steps of 16 and one more element: the loop over K runs up to K itself, and the last step's "
+               "loads are masked (k + offsets along K) < K, with other=0.0"),
         _MCase("transposed A and sliced B (48 x 40 x 32: A stored K-major, B every other column)", 48, 40, 32,
                (1, 56), (80, 2), (40, 1),
                "a transposed or sliced view is not laid out row after row: compute every address from the "
@@ -1120,6 +1150,11 @@ def _kernel_error(kernel, case: _MCase, err: BaseException) -> Failed:
             return Failed(f"on {case.what}: two blocks whose shapes do not fit were combined: a * b multiplies "
                           "element by element, and a (BLOCK_M, BLOCK_K) block of A and a (BLOCK_K, BLOCK_N) block "
                           "of B do not line up; their product is tl.dot(a, b)")
+    if "accumulator shape" in text:
+        return Failed(f"on {case.what}: tl.dot's product does not have the accumulator's shape: a block of A of "
+                      "(rows, BLOCK_K) times a block of B of (BLOCK_K, columns) is (rows, columns), so the rows must "
+                      "be tl.arange(0, BLOCK_M) and the columns tl.arange(0, BLOCK_N), for an accumulator of "
+                      "(BLOCK_M, BLOCK_N) (the tiles here are not square)")
     bare_assert = isinstance(err, AssertionError) or text.strip() in ("AssertionError()", "AssertionError('')")
     if _calls(kernel, "dot") and (bare_assert or "reduction dimension" in text or
                                   ("dot" in text and ("shape" in text or "dimension" in text))):
@@ -1182,10 +1217,10 @@ def _replay_matmul(model: _MModel, run: _MRun):
 @exercise("matmul_kernel", "Write the body of matmul_kernel above: offsets, masks, the loop over K, the store")
 def check_matmul_kernel(matmul_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``course.tiled.matmul_kernel`` (the check
-    launches it, on non-square 32 x 16 tiles with steps of 16 along K): one tile, float32 values whose
-    products pass float16's largest (a 16-bit store turns them to inf), whole tiles, ragged
-    rows and columns, a ragged last step of K, transposed and sliced inputs, a C whose columns are
-    not side by side, and float16 with a long K (which needs a float32 accumulator). Smallest first;
+    launches it, on non-square 32 x 16 and 16 x 32 tiles with steps of 16 along K): one tile, float32 values
+    whose products pass float16's largest (a 16-bit store turns them to inf), whole tiles, ragged
+    rows and columns, ragged last steps of K (one of them a single element), transposed and sliced inputs, a C
+    whose columns are not side by side, and float16 with a long K (which needs a float32 accumulator). Smallest first;
     the first wrong case is diagnosed by replaying typical mistakes."""
     require_jit("matmul_kernel", matmul_kernel, _MATMUL_PARAMS, kind="kernel")
     home = module_of(matmul_kernel)
@@ -1215,18 +1250,27 @@ def check_matmul_kernel(matmul_kernel) -> str:
     generator = torch.Generator().manual_seed(random.randrange(1 << 30))
     cases = _matmul_cases()
     with _one_thread():
-        for case in cases:
-            _judge_matmul(_run_matmul(matmul_kernel, case, generator))
+        for i, case in enumerate(cases):
+            later = (lambda rest=cases[i + 1:]: (_run_matmul(matmul_kernel, c, generator) for c in rest))
+            _judge_matmul(_run_matmul(matmul_kernel, case, generator), later)
     if not _reads_checked() and unmasked_loads(matmul_kernel):
         raise Failed("the results are right, but a tl.load has no mask: at the edges it reads past the ends "
                      "of A and B, which can fault on a GPU; mask rows, columns and K, with other=0.0")
+    if not runtime.INTERPRET and _loads_without_other(matmul_kernel):  # the interpreter's NaN showed it already
+        raise Failed("the results are right here, but a masked tl.load has no other=: the lanes it masks off are "
+                     "undefined (this GPU happened to give zeros; another run or GPU may give garbage), and they "
+                     "reach tl.dot. Give both loads other=0.0, so the padded products are zero")
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         compiles_for_a_gpu(matmul_kernel)
-    return ("right on one tile, float32 values past float16's range, whole and ragged tiles, a ragged K, "
+    return ("right on one tile, float32 values past float16's range, whole and ragged tiles of 32 x 16 and "
+            "16 x 32, ragged steps of K, "
             f"transposed, sliced and strided A, B and C, and a long float16 K{'; no load outside A or B' if _reads_checked() else ''}")
 
 
-def _judge_matmul(run: _MRun) -> None:
+def _judge_matmul(run: _MRun, later: Callable = lambda: iter(())) -> None:
+    """Raise the ✗ for the first thing wrong in one run. ``later()`` yields runs of the later cases, to tell
+    apart mistakes that this case cannot (a mask with N for M and rows counted with BLOCK_N store the same
+    elements of a 32 x 16 C)."""
     case = run.case
     if run.changed:
         raise Failed(f"on {case.what}: your kernel wrote into {run.changed}: a kernel writes only its output, "
@@ -1246,16 +1290,39 @@ def _judge_matmul(run: _MRun) -> None:
     if not written.any():
         raise Failed(f"on {case.what}: nothing was stored into C. End the kernel with tl.store of the accumulator "
                      "(converted to C's dtype) at c_ptr + rows * stride_cm + columns * stride_cn")
-    for model in _M_MODELS:
-        if model.store_dtype == case.dtype:
-            continue
-        replay = _replay_matmul(model, run)
-        # a 16-bit store: the kernel's conversion may round to nearest or cut off, and its sums and the
-        # replay's may round to neighbouring 16-bit values: up to one unit in the last place apart
-        extra = 4 * _UNIT_ROUNDOFF[model.store_dtype] if model.store_dtype is not None else 0.0
-        if replay is not None and _same(run.c, *replay, tol=2 * tol + extra):
-            raise Failed(f"on {case.what}: {model.message.format(**run.args)}")
+    matches = [model for model in _M_MODELS if _matmul_like(model, run)]
+    if len(matches) > 1:  # this case cannot tell them apart: the later ones may
+        for other in _later_runs(later):
+            matches = [model for model in matches if _matmul_like(model, other)] or matches
+            if len(matches) == 1:
+                break
+    if matches:
+        raise Failed(f"on {case.what}: {matches[0].message.format(**run.args)}")
     raise Failed(f"on {case.what}: {_matmul_damage(run, right)}. Hint: {case.hint}")
+
+
+def _matmul_like(model: _MModel, run: _MRun) -> bool:
+    """Whether the kernel did in ``run`` what ``model`` does."""
+    if model.store_dtype == run.case.dtype:
+        return False
+    replay = _replay_matmul(model, run)
+    # a 16-bit store: the kernel's conversion may round to nearest or cut off, and its sums and the
+    # replay's may round to neighbouring 16-bit values: up to one unit in the last place apart
+    extra = 4 * _UNIT_ROUNDOFF[model.store_dtype] if model.store_dtype is not None else 0.0
+    return replay is not None and _same(run.c, *replay, tol=2 * _matmul_tolerance(run.case) + extra)
+
+
+def _loads_without_other(kernel) -> int:
+    """How many ``tl.load`` calls in the kernel's source (its helpers' included) have a mask but no other=."""
+    try:
+        tree = ast.parse(source_of(kernel))
+    except SyntaxError:
+        return 0
+    loads = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "load"]
+    keywords = lambda node: {k.arg for k in node.keywords}  # noqa: E731
+    return sum(1 for node in loads if (len(node.args) >= 2 or "mask" in keywords(node))
+               and len(node.args) < 3 and "other" not in keywords(node))
 
 
 _UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
@@ -1295,6 +1362,11 @@ def _precision(run: _MRun) -> None:
     error = lambda c: (torch.linalg.vector_norm(c - exact) / torch.linalg.vector_norm(exact)).item()  # noqa: E731
     floor, got = error(fp32), error(run.c.view.double().cpu())
     if got > 3 * floor:
+        through_bf16 = error((a.float() @ b.float()).bfloat16().half().double())
+        if got < 3 * through_bf16:  # as imprecise as a result rounded to bfloat16's 8 bits on the way
+            raise Failed(f"on {run.case.what}: the result has bfloat16's precision, not float16's: the store "
+                         "rounded the accumulator to bfloat16 first (acc.to(tl.bfloat16)?), or the loads did. "
+                         "Convert the float32 accumulator to C's own dtype, c_ptr.dtype.element_ty")
         raise Failed(f"on {run.case.what}: the result is {got / floor:.0f} times less precise than float16 allows: "
                      "accumulate in float32 (tl.zeros(..., dtype=tl.float32)) and convert once, at the store")
 

@@ -89,7 +89,7 @@ def forbidden_call(fn, forbidden, attributes: dict | None = None) -> str | None:
     attributes = attributes or {}
     targets = {}
     for obj, label in getattr(forbidden, "items", lambda: forbidden)():  # the first label wins where two
-        # names are one object (solutions.grouped_tile is tiled.grouped_tile)
+        # names are one object
         targets.setdefault(id(getattr(obj, "fn", obj)), label)
     for tree, namespace, local in _read(fn):
         for node in ast.walk(tree):
@@ -104,6 +104,31 @@ def forbidden_call(fn, forbidden, attributes: dict | None = None) -> str | None:
             if label:
                 return label
     return None
+
+
+def course_helper(fn) -> str | None:
+    """``"tiled.waves"`` when ``fn`` is a function of the course itself (the solutions aside, which core
+    refuses on their own), or wraps one without code of its own (``functools.partial``, a decorator's
+    ``__wrapped__``): an answer that is the course's helper, given under the exercise's name
+    (``wave_count = tiled.waves``). None otherwise."""
+    import functools
+
+    from course.exercises.core import module_of
+
+    seen = 0
+    while seen < 10:  # unwrap partials and decorators, never endlessly
+        seen += 1
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None and not hasattr(fn, "exercise"):
+            fn = fn.__wrapped__
+        else:
+            break
+    home = module_of(fn)
+    if not home.startswith("course.") or home == "course.solutions" or home.startswith("course.exercises"):
+        return None
+    name = getattr(getattr(fn, "fn", fn), "__name__", None)
+    return f"{home.split('.')[-1]}.{name}" if name else None
 
 
 def uses(fn, found) -> bool | None:
@@ -227,6 +252,10 @@ def check_wave_blocks(wave_blocks) -> str:
     from course import solutions, tiled
 
     require_function("wave_blocks", wave_blocks, ("pid_m", "pid_n", "sms"))
+    own = course_helper(wave_blocks)
+    if own:
+        raise Failed(f"wave_blocks is the course's own {own}: write a function of your own that counts the blocks "
+                     "(the distinct pid_m and pid_n of each wave)")
     helper = forbidden_call(wave_blocks, [(tiled.wave_footprint, "tiled.wave_footprint"),
                                           (tiled.waves_footprint, "tiled.waves_footprint"),
                                           (solutions.wave_blocks, "the solution")])
@@ -402,6 +431,10 @@ def check_grouped_tile(grouped_tile) -> str:
     from course import plots, solutions, tiled
 
     require_jit("grouped_tile", grouped_tile, ("pid", "num_pid_m", "num_pid_n", "GROUP_M"))
+    own = course_helper(grouped_tile)
+    if own:
+        raise Failed(f"grouped_tile is the course's own {own}: write your own @triton.jit function in the cell "
+                     "(the group of pid, its first row and height, then pid_m and pid_n)")
     helper = forbidden_call(grouped_tile, [(tiled.grouped_tile, "the course's tiled.grouped_tile"),
                                            (tiled.swizzled_tile, "the course's tiled.swizzled_tile"),
                                            (solutions.grouped_tile, "the solution"),

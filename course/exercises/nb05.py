@@ -9,7 +9,8 @@ import random
 import torch
 
 from course.exercises.core import Failed, exercise, plural, require_function, user_error
-from course.exercises.nb04 import forbidden_call, uses
+from course.exercises.nb02 import whole_number
+from course.exercises.nb04 import course_helper, forbidden_call, uses
 
 __all__ = ['check_wave_count', 'check_prune_configs']
 
@@ -62,10 +63,15 @@ def check_wave_count(wave_count) -> str:
     from course import solutions, tiled
 
     require_function("wave_count", wave_count, ("M", "N", "block_m", "block_n", "sms"))
+    own = course_helper(wave_count)
+    if own:
+        raise Failed(f"wave_count is the course's own {own}: write a function of your own that counts the tiles "
+                     "and waves")
     helper = forbidden_call(wave_count, [(tiled.waves, "the course's tiled.waves"),
                                          (solutions.wave_count, "the solution")])
     if helper:
         raise Failed(f"wave_count calls {helper}, which counts for you: count the tiles and waves yourself")
+    right_but_floats = None
     for M, N, bm, bn, sms in _WAVE_CASES:
         call = f"wave_count({M}, {N}, {bm}, {bn}, {sms})"
         try:
@@ -74,8 +80,10 @@ def check_wave_count(wave_count) -> str:
             raise user_error(call, err) from None
         if not (isinstance(got, (tuple, list)) and len(got) == 3):
             raise Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
-        if any(isinstance(v, bool) or not isinstance(v, numbers.Real) for v in got):
-            raise Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
+        returned = got
+        got = tuple(whole_number(v) for v in got)  # ints in any integer form (a 0-d tensor, numpy's) are ints
+        if any(v is None for v in got):
+            raise Failed(f"{call} returned {returned!r}: return three numbers, (tiles, waves, idle)")
         tiles, count, idle = got
         want = _waves(M, N, bm, bn, sms)
         if tuple(got) != want and sorted(got) == sorted(want) and len(set(want)) == 3:
@@ -117,6 +125,13 @@ def check_wave_count(wave_count) -> str:
                 hint = ("the last wave holds the tiles left after the full waves; the rest of the SMs in it "
                         "wait")
             raise Failed(f"{call} gives {plural(idle, 'idle SM')}: {hint}")
+        floats = [v for v in got if isinstance(v, float)]
+        if floats and right_but_floats is None:  # said once every shape is right: a wrong count says more
+            right_but_floats = (f"{call} returned {returned!r}: the numbers are right, but {floats[0]!r} is a float; "
+                                "tiles, waves and idle SMs are counts, so return ints (// and math.ceil give ints, / a "
+                                "float)")
+    if right_but_floats:
+        raise Failed(right_but_floats)
     return f"right on {len(_WAVE_CASES)} shapes"
 
 
@@ -214,6 +229,8 @@ class _Launch:
                 value = (tiles - (waves - 1) * sms) / sms
             else:
                 value = tiles / (waves * sms) if waves else 0.0  # no tile at all (tiles rounded down)
+            if "rounded" in mistake:  # the fill rounded to that many decimals before the comparison
+                value = round(value, mistake["rounded"])
             fill.append(value > min_fill if mistake.get("strict_fill") else value >= min_fill)
         if mistake.get("ignore") == "shared":
             fits = [True] * len(fits)
@@ -260,6 +277,9 @@ def _launches() -> list[_Launch]:
         _Launch("RTX 4090", 4096, 4096, 4096, i8, i32, 0.8, pick("d1", "d2", "d3", "d4", "c10")),
         _Launch("V100", 2048, 2048, 2048, f16, f32, 0.75, pick("c3", "c9", "c4", "c6")),
         _Launch("H100", 1152, 1408, 4096, f16, f16, 0.75, pick("c1", "c3", "c6", "c7")),
+        # fills of 0.7955 (105 tiles on 132 SMs) and 0.7765 (205 on 264) next to min_fill = 0.8: rounded to one or
+        # two decimals, they pass
+        _Launch("H100", 320, 2624, 4096, f16, f16, 0.8, pick("c3", "c4", "c5", "c6", "c1")),
         _Launch("H100", 16, 8192, 8192, f16, f16, 0.8, pick("c1", "c3", "c5", "c7", "c8")),
         _Launch("A100", 1000, 5000, 1024, f16, f16, 0.9, pick("c1", "c2", "c3", "c4", "c5", "c7")),
         _Launch("H100", 8192, 8192, 8192, f8, f16, 0.8, pick("d1", "d2", "d5", "x1", "c8")),
@@ -307,6 +327,9 @@ def _fixed_mistakes() -> list:
     return found
 
 
+_ROUNDED = ("the fill is rounded before it is compared with min_fill: waves 0.795 full round to 0.8, but they are "
+            "not 0.8 full; compare tiles / (waves x sms) as it is, unrounded")
+
 # Mistakes of one step each, the hint for each; the first that explains every call the learner's
 # function answered gets its hint.
 _MISTAKES = [
@@ -341,6 +364,8 @@ _MISTAKES = [
     (dict(strict_fill=True), "a fill equal to min_fill is enough: keep it (at least min_fill)"),
     (dict(fallback="all"), "when no configuration reaches min_fill it keeps all of them, also those that do "
                            "not fit: keep those that fit"),
+    (dict(rounded=1), _ROUNDED),
+    (dict(rounded=2), _ROUNDED),
 ]
 
 
@@ -353,8 +378,42 @@ def _config_key(config):
             getattr(config, "num_stages", None))
 
 
-def _learner_error(call: str, err: Exception) -> Failed:
-    """A ✗ for an error of the learner's pruning function, with a hint where the error says little."""
+def _unpack_hint(fn) -> str | None:
+    """For an unpacking that failed (``t, w, i = tiled.waves(...)``): what the unpacked call returns, read from
+    ``fn``'s source (a call's result unpacked into several names); None where no call's result is unpacked."""
+    import ast
+
+    from course import tiled
+    from course.exercises.nb04 import _read, _resolve
+
+    for tree, namespace, local in _read(fn):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                targets, value = [node.target], node.iter
+            else:
+                continue
+            if not (isinstance(value, ast.Call) and any(isinstance(t, (ast.Tuple, ast.List)) for t in targets)):
+                continue
+            if _resolve(value.func, namespace, local) is tiled.waves:
+                keys = ", ".join(repr(k) for k in tiled.waves(1, 1, 1, 1, 1))
+                return (f"tiled.waves returns a dict ({keys}), not a tuple: unpacking a dict gives its keys; "
+                        "take a value by its key, as tiled.waves(...)['tiles']")
+            name = ast.unparse(value.func)
+            return (f"the values unpacked from {name}(...) are not as many as the names they go to: check what "
+                    f"{name} returns (a dict unpacks into its keys)")
+    return None
+
+
+def _learner_error(call: str, err: Exception, fn=None) -> Failed:
+    """A ✗ for an error of the learner's pruning function ``fn``, with a hint where the error says little."""
+    text = str(err)
+    if fn is not None and ((isinstance(err, ValueError) and "values to unpack" in text) or
+                           (isinstance(err, TypeError) and "cannot unpack" in text)):
+        hint = _unpack_hint(fn)
+        if hint:  # not core's hint, which blames the learner's own return
+            return Failed(f"{call} raised {type(err).__name__}: {text}\n  hint: {hint}")
     if isinstance(err, ZeroDivisionError):
         return Failed(f"{call} divided by zero: with fewer tiles than SMs there is one wave, a partial one "
                       "(round the waves up)")
@@ -412,6 +471,10 @@ def check_prune_configs(prune_configs) -> str:
     from course import solutions
 
     require_function("prune_configs", prune_configs, ("configs", "named_args", "shared_limit", "sms", "min_fill"))
+    own = course_helper(prune_configs)
+    if own:
+        raise Failed(f"prune_configs is the course's own {own}: write a function of your own that drops the "
+                     "configurations")
     try:
         signature = inspect.signature(prune_configs)
     except (TypeError, ValueError):
@@ -441,7 +504,7 @@ def check_prune_configs(prune_configs) -> str:
             result = prune_configs(configs, launch.named_args(), shared_limit=launch.limit, sms=launch.sms,
                                    min_fill=launch.min_fill, **_LAUNCH_KWARGS)
         except Exception as err:
-            raise _learner_error(call, err) from None
+            raise _learner_error(call, err, prune_configs) from None
         if len(configs) != len(given) or any(c is not g for c, g in zip(configs, given)) or \
                 [_config_key(c) for c in given] != keys:
             raise Failed(f"{call} changed the list of configurations it was given: autotune keeps that list for "

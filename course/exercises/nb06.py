@@ -91,16 +91,6 @@ def borrowed_call(fn, allowed=()) -> str | None:
     return None
 
 
-def builds_for_a_gpu(kernel, *args, **constexprs) -> None:
-    """``core.compiles_for_a_gpu``, skipped for a kernel whose source Python cannot find (defined in
-    ``python -c`` or by ``exec``): the build process needs the source."""
-    try:
-        inspect.getsource(kernel.fn)
-    except (OSError, TypeError):
-        return
-    compiles_for_a_gpu(kernel, *args, **constexprs)
-
-
 # --- strided matrices with guard elements -------------------------------------------------------------
 
 def strided(rows: int, cols: int, strides: tuple, fill, pad: int = 1) -> tuple:
@@ -276,6 +266,9 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
     if borrowed:
         raise Failed(f"your kernel calls {borrowed}: write the loop yourself, with grouped_tile, matmul_tile "
                       "and log_tile")
+    hard_coded = _size_not_passed(kernel)
+    if hard_coded:
+        raise Failed(hard_coded)
     contiguous_right = False
     for M, N, K, block_m, block_n, programs, group_m, is_strided in _SCHEDULE_CASES:
         case = _case_name(M, N, K, block_m, block_n, programs, group_m, is_strided)
@@ -312,12 +305,52 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
     if not close(c, a.double().cpu() @ b.double().cpu()):
         raise Failed(f"on {case} the product is wrong, though it was right with LOG=True: only the call of "
                       "log_tile belongs under `if LOG:`, the tile's work runs either way")
+    _long_k(kernel)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         t = torch.empty(64, 64, dtype=torch.float16)
-        builds_for_a_gpu(kernel, t, t, t, torch.empty(64, dtype=torch.int32), 64, 64, 64, 64, 1, 64, 1, 64, 1,
+        compiles_for_a_gpu(kernel, t, t, t, torch.empty(64, dtype=torch.int32), 64, 64, 64, 64, 1, 64, 1, 64, 1,
                             BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, NUM_PROGRAMS=4, LOG=True)
     return (f"right on {len(_SCHEDULE_CASES)} schedules (tiles that are not square, ragged edges, fewer tiles "
-            "than programs, a ragged last turn, a short last group, strided A, B and C) and with LOG=False")
+            "than programs, a ragged last turn, a short last group, strided A, B and C), with LOG=False, and as "
+            "precise as a float32 accumulator on a K of 4096")
+
+
+# One tile of a float16 product over a long K on 2 programs: K / BLOCK_K = 256 steps. An accumulator rounded to
+# float16 at every step (a tile written inline with tl.zeros(..., dtype=tl.float16)) loses about sqrt(steps) times
+# float16's last bit: measured 12 times the error of a float32 sum rounded once at the store, on this data; a
+# float32 one stays within 1.3 times that. The cases above (K of 40 at most) cannot tell them apart.
+_LONG_K = (16, 32, 4096, 16, 32, 16, 2)  # M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, programs
+
+
+def _long_k(kernel) -> None:
+    """A ✗ when the product on a long K is more than 3 times less precise than a float32 accumulator allows."""
+    from course import persistent
+
+    M, N, K, block_m, block_n, block_k, programs = _LONG_K
+    case = f"one tile of {block_m} x {block_n}, M = {M}, N = {N} and a long K = {K} in steps of {block_k}"
+    generator = torch.Generator().manual_seed(31)
+    a = torch.randn(M, K, generator=generator).half().to(runtime.DEVICE)
+    b = torch.randn(K, N, generator=generator).half().to(runtime.DEVICE)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=runtime.DEVICE)
+    try:
+        persistent.launch(kernel, a, b, c, num_programs=programs, group_m=1, block_m=block_m, block_n=block_n,
+                          block_k=block_k, num_warps=4, num_stages=2)
+    except _out_of_bounds("OutOfBounds") as stray:
+        raise Failed(f"on {case}: {stray}{_argument_slip(kernel)}") from None
+    except Exception as err:
+        raise user_error(f"on {case}, your kernel", err) from None
+    exact = a.double().cpu() @ b.double().cpu()
+    error = lambda t: (torch.linalg.vector_norm(t - exact) / torch.linalg.vector_norm(exact)).item()  # noqa: E731
+    floor, got = error((a.float().cpu() @ b.float().cpu()).half().double()), error(c.double().cpu())
+    if got <= 3 * floor:
+        return
+    if got < 0.05:
+        raise Failed(f"on {case}: the product is {got / floor:.0f} times less precise than float16 allows (the "
+                     "cases with a short K could not show it): the accumulator is rounded to 16 bits along the way. "
+                     "Keep it in float32 over the whole K loop (tl.zeros(..., dtype=tl.float32), as matmul_tile "
+                     "does) and convert once, at the store")
+    raise Failed(f"on {case}: the product is wrong, where it was right with a short K: each tile's K loop must "
+                 "cover all of K")
 
 
 def _flat_num_tiles(case, mine, kernel, M, N, block_m, block_n, programs, group_m) -> None:
@@ -384,6 +417,32 @@ def _group_m_hard_coded(kernel) -> bool:
         if group is not None and not (isinstance(group, ast.Name) and group.id == "GROUP_M"):
             return True
     return False
+
+
+# The sizes the launch chooses, where the learner's calls take them: (function, position, name, what it is).
+_LAUNCH_SIZES = (("grouped_tile", 3, "GROUP_M", "group size"), ("matmul_tile", 14, "BLOCK_M", "tile height"),
+                 ("matmul_tile", 15, "BLOCK_N", "tile width"), ("matmul_tile", 16, "BLOCK_K", "step along K"))
+
+
+def _size_not_passed(kernel) -> str | None:
+    """A ✗ message where a call of grouped_tile or matmul_tile is given a number of the learner's own, or
+    another of the kernel's parameters, for a size the launch chooses (GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K):
+    some are right by luck on the check's sizes (a BLOCK_K of 32 computes the same product), none is on
+    another launch. Read from the source; a local name (an alias) is left to the runs."""
+    for fn, position, want, what in _LAUNCH_SIZES:
+        for call, _ in _calls_to(kernel, fn):
+            given = call.args[position] if len(call.args) > position else next(
+                (k.value for k in call.keywords if k.arg == want), None)
+            if isinstance(given, ast.Constant):
+                said = repr(given.value)
+            elif isinstance(given, ast.Name) and given.id != want and given.id in _PERSISTENT_PARAMS:
+                said = given.id
+            else:
+                continue
+            return (f"{fn} is not given the kernel's {want}: your call passes {said} where it takes {want}. Pass "
+                    f"{want} itself, the launch's {what}: the kernel must work with whatever sizes it is launched "
+                    "with, not only with the check's")
+    return None
 
 
 def _argument_slip(kernel) -> str:
@@ -453,9 +512,15 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture,
         elif never == 0 and bool((count == programs).all()):
             why = ("every program computed every tile: program pid starts at tile id pid and steps by "
                    "NUM_PROGRAMS")
+        elif _other_loop(count, ids, programs):
+            why = _other_loop(count, ids, programs)
         elif int(count.max()) >= 2 and never:
-            why = ("several programs computed the same tiles: map the loop's tile id, not the program id, to a "
-                   "tile with grouped_tile")
+            why = ("several programs computed the same tiles, and some tiles none: program pid takes the tile ids "
+                   "pid, pid + NUM_PROGRAMS, … below num_tiles, and maps each (not its own pid) with grouped_tile")
+        elif not missed:
+            doubled = sorted(ids[count > 1].tolist())
+            why = (f"tile ids {_ids(doubled)} were taken by more than one program: each id from 0 to num_tiles - 1 "
+                   "needs exactly one program")
         elif twice == 0 and missed == list(range(tiles - never, tiles)):
             why = (f"the last tile ids ({_ids(missed)}) were never taken: the loop stops early; it runs up to "
                    "num_tiles, the tiles of the whole grid")
@@ -491,6 +556,36 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture,
     if not torch.equal(mine["tile_id"], ids):
         raise Failed(f"on {case}: right, but log_tile got other tile ids than the loop's: pass the loop's tile "
                       "id, then pid_m and pid_n", picture())
+
+
+def _counts_of(visits, ids) -> torch.Tensor:
+    """How often each tile (laid out as ``ids``, its tile id in grouped order) is computed when the programs
+    together take the tile ids ``visits``."""
+    times = torch.bincount(torch.tensor(visits, dtype=torch.int64), minlength=ids.numel() + 1)
+    return times[ids.flatten().long()].view_as(ids).to(torch.int32)
+
+
+def _other_loop(count, ids, programs: int) -> str | None:
+    """What is wrong with a loop whose tile counts are those of a loop with another step than the number of
+    programs, another start than pid * 1, or the program id mapped instead of the tile id; None otherwise."""
+    tiles = ids.numel()
+    count = count.to(torch.int32)
+    for step in range(2, 2 * programs + 2):
+        if step != programs and torch.equal(count, _counts_of([t for p in range(programs)
+                                                               for t in range(p, tiles, step)], ids)):
+            return (f"program pid's tile ids go up by {step} from one turn to the next, where {programs} programs "
+                    "share the tiles: the loop's step must be the number of programs, NUM_PROGRAMS, so that the ids "
+                    "pid, pid + NUM_PROGRAMS, … of one program never meet another's and together cover all")
+    for k in range(2, 2 * programs + 2):
+        if torch.equal(count, _counts_of([t for p in range(programs) for t in range(p * k, tiles, programs)], ids)):
+            start = "pid * NUM_PROGRAMS" if k == programs else f"pid * {k}"
+            return (f"the loop starts at tile id {start}, so some ids fall to no program and others to several: "
+                    "program pid starts at its own id, pid, and steps by NUM_PROGRAMS")
+    if torch.equal(count, _counts_of([p for p in range(min(programs, tiles)) for _ in range(p, tiles, programs)],
+                                     ids)):
+        return ("each program computed one tile over and over: map the loop's tile id, not the program id, to a "
+                "tile with grouped_tile")
+    return None
 
 
 def _ids(ids: list) -> str:
@@ -558,7 +653,7 @@ def check_chiplet_remap(chiplet_remap) -> str:
             _remap_kernel[(num_sms,)](out, num_sms, num_xcds, REMAP=chiplet_remap, CONSTANT=constant,
                                       NUM_SMS=num_sms, NUM_XCDS=num_xcds)
         except Exception as err:
-            raise user_error(f"chiplet_remap, for {case},", err) from None
+            raise _remap_error(f"chiplet_remap, for {case},", err) from None
         mine = out.cpu().tolist()
         ref = _reference_remap(num_sms, num_xcds)
         if mine != ref:
@@ -567,6 +662,23 @@ def check_chiplet_remap(chiplet_remap) -> str:
         _compiles(chiplet_remap)
     return (f"the same ids as stages.chiplet_transform for every program of {len(cases)} launches (XCD counts "
             "that divide the programs and counts that do not, 1 to 12 XCDs, up to 304 programs)")
+
+
+# core.user_error's hint for "has no attribute" is about a misspelt name; here the likely cause is another one.
+_BOOL_HAS_NO_TO = "'bool' object has no attribute"
+_BOOL_HINT = ("with the sizes given as constexprs (as ScheduleContext passes them), a comparison of plain numbers "
+              "(or of a loop counter over them) is a Python bool, which has no .to(): turn it into a number with "
+              "tl.where(condition, 1, 0) or int(condition)")
+
+
+def _remap_error(what: str, err: BaseException) -> Failed:
+    """:func:`core.user_error`, with :data:`_BOOL_HINT` in place of its hint for a Python bool's missing
+    method."""
+    failure = user_error(what, err)
+    text = str(failure)
+    if _BOOL_HAS_NO_TO not in text:
+        return failure
+    return Failed(text.split("\n  hint:", 1)[0] + "\n  hint: " + _BOOL_HINT)
 
 
 def _no_imports_inside(fn) -> None:
@@ -701,4 +813,4 @@ def _compiles(fn) -> None:
     scope = {k: v for k, v in fn.fn.__globals__.items() if k in fn.fn.__code__.co_names}
     scope.update({"__name__": "__main__", "triton": triton, "tl": tl})
     exec(compile(text, filename, "exec"), scope)
-    builds_for_a_gpu(scope["remap_check_kernel"], torch.empty(8, dtype=torch.int32), 300, 8)
+    compiles_for_a_gpu(scope["remap_check_kernel"], torch.empty(8, dtype=torch.int32), 300, 8)

@@ -8,10 +8,9 @@ import torch
 
 from course import runtime
 from course.exercises import core
-from course.exercises.core import Failed, close, exercise, require_jit, user_error
+from course.exercises.core import Failed, close, compiles_for_a_gpu, exercise, require_jit, user_error
 from course.exercises.nb06 import (
     borrowed_call,
-    builds_for_a_gpu,
     grouped_tile_in_python,
     references,
     strided,
@@ -125,11 +124,50 @@ def _accumulates_in_float32(name: str, kernel) -> None:
 
 
 def _calls_reduce_tile(kernel) -> bool:
+    return _calls_method(kernel, "reduce_tile")
+
+
+def _calls_method(kernel, name: str) -> bool:
+    """Whether the kernel's source calls ``<something>.name(...)`` (read with ``ast``)."""
     try:
         tree = ast.parse(core.source_of(kernel))
     except SyntaxError:
         return False
-    return any(isinstance(n, ast.Attribute) and n.attr == "reduce_tile" for n in ast.walk(tree))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+               for n in ast.walk(tree))
+
+
+# A float16 product over a long K, on one tile (and 3 programs): K / BLOCK_K = 256 steps. An accumulator rounded
+# to float16 at every step loses about sqrt(steps) times float16's last bit (measured: 12 times the error of a
+# float32 sum rounded once at the store, on this data); a float32 one stays within 1.3 times that. The short
+# cases above cannot tell them apart (K is at most 40 there, a few steps).
+_LONG_K = ("a long K", 16, 32, 4096, 16, 32, 16)
+
+
+def _long_k(kernel, residual: bool) -> None:
+    """A ✗ when the result on a long K is more than 3 times less precise than a float32 accumulator allows."""
+    what, M, N, K, block_m, block_n, block_k = _LONG_K
+    case = _describe(what, M, N, K, block_m, block_n, block_k)
+    generator = torch.Generator().manual_seed(31)
+    a = torch.randn(M, K, generator=generator).half().to(runtime.DEVICE)
+    w = torch.randn(N, K, generator=generator).half().to(runtime.DEVICE)
+    r = torch.randn(M, N, generator=generator).half().to(runtime.DEVICE)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=runtime.DEVICE)
+    _launch(case, kernel, (a, w, r, c) if residual else (a, w, c), M, N, K, block_m, block_n, block_k)
+    extra = r.double().cpu() if residual else 0.0
+    exact = a.double().cpu() @ w.double().cpu().T + extra
+    float32 = (a.float().cpu() @ w.float().cpu().T + (r.float().cpu() if residual else 0.0)).half().double()
+    error = lambda t: (torch.linalg.vector_norm(t - exact) / torch.linalg.vector_norm(exact)).item()  # noqa: E731
+    floor, got = error(float32), error(c.double().cpu())
+    if got <= 3 * floor:
+        return
+    if got < 0.05:
+        raise Failed(f"on {case}: the result is {got / floor:.0f} times less precise than float16 allows (the cases "
+                     "with a short K could not show it): the accumulator is rounded to 16 bits along the way. Keep "
+                     "it in float32 over the whole K loop (ctx.init_accumulator(), or tl.zeros(..., dtype=tl.float32))"
+                     " and convert once, at the store")
+    raise Failed(f"on {case}: wrong values, where the cases with a short K were right: the K loop must cover all "
+                 f"of K, tl.cdiv(K, BLOCK_K) steps{' (then R is added, once)' if residual else ''}")
 
 
 # --- 07 · linear ----------------------------------------------------------------------------------------
@@ -138,7 +176,8 @@ def _calls_reduce_tile(kernel) -> bool:
 def check_linear(linear_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``solutions.linear_kernel``: ``C = A @ W.T``
     for ``W`` of shape (N, K), on 3 programs, tiles that are not square, ragged M and N, a ragged K, a K
-    shorter than one step, then A, W and C each with two strides other than 1."""
+    shorter than one step, then A, W and C each with two strides other than 1; then a float16 K of 4096, whose
+    result must be as precise as a float32 accumulator makes it (a float16 one is 12 times less)."""
     require_jit("linear_kernel", linear_kernel, _LINEAR_PARAMS, kind="kernel")
     _refuse_borrowed("linear_kernel", linear_kernel)
     _accumulates_in_float32("linear_kernel", linear_kernel)
@@ -151,16 +190,17 @@ def check_linear(linear_kernel) -> str:
         _stored_inside(case, memory, owned)
         _holes(case, c, block_m, block_n)
         _diagnose_product(case, linear_kernel, a, w, c, block_k, is_strided)
+    _long_k(linear_kernel, residual=False)
     _each_program_its_own_tiles(lambda grid, a, w, c, **kw: linear_kernel[grid](a, w, c, *_sizes(a, w),
                                                                                  *a.stride(), *w.stride(),
                                                                                  *c.stride(), **kw))
     _uses_the_stages("linear_kernel", linear_kernel)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         t = torch.empty(64, 64, dtype=torch.float16)
-        builds_for_a_gpu(linear_kernel, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=16,
+        compiles_for_a_gpu(linear_kernel, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=16,
                             BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
     return (f"right on {len(_CASES)} products: tiles that are not square, ragged M, N and K, K shorter than a "
-            "step, strided A, W and C")
+            "step, strided A, W and C; and as precise as a float32 accumulator on a K of 4096")
 
 
 def _sizes(a, w):
@@ -245,6 +285,10 @@ def _diagnose_product(case: str, kernel, a, w, c, block_k: int, is_strided: bool
                       "even_k=EVEN_K")
     truncated = (K // block_k) * block_k
     if K % block_k and close(c, A[:, :truncated] @ Wd[:, :truncated].T):
+        if _calls_method(kernel, "reduce_k_range"):
+            raise Failed(f"on {case}: the last, partial step of K is missing: the range of steps you give "
+                          "reduce_k_range ends before it (K // BLOCK_K rounds down; a partial step counts as a step, "
+                          "as in tl.cdiv)")
         if _calls_reduce_tile(kernel):
             raise Failed(f"on {case}: the last, partial step of K is missing: your K loop stops before it; it "
                           "takes tl.cdiv(K, BLOCK_K) steps, the last one with boundary=True")
@@ -283,8 +327,9 @@ _RESIDUAL_CASES = _CASES + [("in place, R is C", 48, 40, 24, 16, 32, 16, True)]
 def check_linear_residual(linear_residual_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``solutions.linear_residual_kernel``:
     ``C = A @ W.T + R`` with R read through a view of its own, on the cases of ``linear`` (R strided
-    too, with strides of its own) and once in place (R is C). An answer that calls torch or a kernel
-    of the course other than the stages gets its own ✗."""
+    too, with strides of its own), once in place (R is C) and on a float16 K of 4096 (a float32
+    accumulator's precision). An answer that calls torch or a kernel of the course other than the stages
+    gets its own ✗."""
     kernel = linear_residual_kernel
     require_jit("linear_residual_kernel", kernel, _RESIDUAL_PARAMS, kind="kernel")
     _refuse_borrowed("linear_residual_kernel", kernel)
@@ -314,15 +359,16 @@ def check_linear_residual(linear_residual_kernel) -> str:
         _holes(case, c, block_m, block_n)
         _diagnose_residual(case, c, product, r, r_memory, M, N)
         _product_alone(case, kernel, a, w, M, N, K, block_m, block_n, block_k, is_strided)
+    _long_k(kernel, residual=True)
     _each_program_its_own_tiles(lambda grid, a, w, c, **kw: kernel[grid](
         a, w, torch.zeros_like(c), c, *_sizes(a, w), *a.stride(), *w.stride(), *c.stride(), *c.stride(), **kw))
     _uses_the_stages("linear_residual_kernel", kernel)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         t = torch.empty(64, 64, dtype=torch.float16)
-        builds_for_a_gpu(kernel, t, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=16,
+        compiles_for_a_gpu(kernel, t, t, t, t, 64, 64, 64, 64, 1, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=16,
                             BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
     return (f"right on {len(_RESIDUAL_CASES)} cases: tiles that are not square, ragged M, N and K, strided A, W, "
-            "R and C, and in place (R is C)")
+            "R and C, and in place (R is C); and as precise as a float32 accumulator on a K of 4096")
 
 
 def _residual(M, N, is_strided):

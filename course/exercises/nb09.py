@@ -6,8 +6,6 @@ import ast
 import dataclasses
 import inspect
 import random
-import re
-import subprocess
 import textwrap
 
 import numpy as np
@@ -19,8 +17,8 @@ from course import runtime
 from course.exercises.core import (
     Failed,
     NotAttempted,
+    compiles_for_a_gpu,
     exercise,
-    hint_for,
     plural,
     require_jit,
     source_of,
@@ -47,6 +45,35 @@ def _span_table_kernel(start_ptr, end_ptr, total, sharers, SPAN: tl.constexpr):
         start, end = SPAN(pid, total, sharers)
         tl.store(start_ptr + p, start)
         tl.store(end_ptr + p, end)
+
+
+@triton.jit
+def _span_blocks_kernel(out_ptr, total, sharers, SPAN: tl.constexpr):
+    # 1 for start, for end, if span returns it as a block (tl.zeros([1]) + ...) rather than a scalar
+    pid = tl.program_id(0)
+    start, end = SPAN(pid, total, sharers)
+    if (start + 0 * pid).type.is_block():
+        tl.store(out_ptr, 1)
+    if (end + 0 * pid).type.is_block():
+        tl.store(out_ptr + 1, 1)
+
+
+def _span_returns_blocks(span) -> tuple:
+    out = torch.zeros(2, dtype=torch.int32, device=runtime.DEVICE)
+    _span_blocks_kernel[(1,)](out, 10, 3, SPAN=span)
+    return tuple(bool(v) for v in out.cpu().tolist())
+
+
+def _true_division(fn) -> str | None:
+    """The first expression of ``fn``'s own source (read with ast) that divides with ``/``, else None."""
+    try:
+        tree = ast.parse(textwrap.dedent(source_of(fn)))
+    except (SyntaxError, ValueError, OSError, TypeError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Div):
+            return ast.unparse(node)
+    return None
 
 
 def _span_table(span, total: int, sharers: int) -> tuple[list, list]:
@@ -87,12 +114,24 @@ def check_streamk_span(span) -> str:
         raise Failed("span calls tl.num_programs: use its argument sharers (a kernel may share the iterations among "
                       "fewer programs than it launches)")
     try:
+        blocks = _span_returns_blocks(span)
         floats = streamk.span_returns_floats(span)
     except Exception as err:
-        raise _refused("your span", err) from None
+        raise user_error("your span", err) from None
+    if any(blocks):
+        which = "start and end" if all(blocks) else "start" if blocks[0] else "end"
+        raise Failed(f"span returns {which} as a block of values (a tensor with a shape, such as tl.zeros([1]) + "
+                      "...), where a kernel needs single numbers for its loop bounds: return two scalars, computed "
+                      "from pid, total and sharers alone")
     if any(floats):
         raise Failed("span returns floats: ranges of iterations are counted in whole numbers, and a GPU refuses "
                       "float loop bounds; divide with // (integer division)")
+    division = _true_division(span)
+    if division:
+        raise Failed(f"span divides with / (in `{division}`), which makes a float, even when turned back into an "
+                      "int: a GPU divides floats only approximately, so a quotient that should be whole may come out "
+                      "just under it and be cut one short (the interpreter divides exactly, and hides it). Count in "
+                      "whole numbers, with // and %")
     rng = random.Random()
     cases = [(shared * iters, programs, (num_pid_m, num_pid_n, iters, programs, shared))
              for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES]
@@ -107,7 +146,7 @@ def check_streamk_span(span) -> str:
         try:
             starts, ends = _span_table(span, total, sharers)
         except Exception as err:
-            raise _refused(f"on {case}, your span", err) from None
+            raise user_error(f"on {case}, your span", err) from None
 
         def picture(drawn=drawn, case=case, ends=ends + starts, total=total):
             if not drawn or min(ends) < -total - 1 or max(ends) > 2 * total + 1:
@@ -120,7 +159,7 @@ def check_streamk_span(span) -> str:
         kernel = _span_build_kernel(span)
         if kernel is not None:
             out = torch.zeros(8, dtype=torch.int32)
-            _builds_for_a_gpu(kernel, out, out, 100, 7)
+            compiles_for_a_gpu(kernel, out, out, 100, 7)
     return (f"right on {len(cases)} splits: even, with remainders, one sharer, more sharers than iterations, and "
             "random ones" + ("; and it builds for an H100" if runtime.INTERPRET else ""))
 
@@ -211,7 +250,12 @@ def _diagnose_split(starts: list, ends: list, total: int, sharers: int, case: st
 
 _KERNEL_PARAMS = ("A", "B", "C", "P", "FLAGS", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
                   "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "PROGRAMS", "TILES")
-_BM, _BN, _BK = 32, 16, 16  # tiles taller than wide; 16 is tl.dot's smallest size on a GPU
+# Block sizes (BLOCK_M, BLOCK_N, BLOCK_K) of the launches, two shapes: BLOCK_N differs from BLOCK_K in both (smaller
+# in one, larger in the other), and BLOCK_M from BLOCK_N in one, so that a kernel that mixes them up, or hard-codes
+# a slot's size, fails on some product; on a GPU too, where a slot BLOCK_M * BLOCK_K apart runs past the end of P
+# in the second. 16 is tl.dot's smallest size on a GPU.
+_WIDE, _LONG_K = (32, 32, 16), (16, 32, 64)
+_RANDOM_BLOCKS = [_WIDE, _LONG_K, (32, 16, 32)]
 _GIVEN = {"make_tensor_view", "make_output_view", "GemmContext", "ScheduleContext"}  # the stub's own lines
 
 
@@ -222,15 +266,20 @@ class _Case:
     N: int
     K: int
     programs: int
+    blocks: tuple = _WIDE  # BLOCK_M, BLOCK_N, BLOCK_K
     strided: bool = False
+
+    def __post_init__(self):
+        bm, bn, bk = self.blocks
+        self.what += f" ({self.M} x {self.N} x {self.K}, blocks {bm} x {bn} x {bk}, {self.programs} programs)"
 
 
 _KERNEL_CASES = [
-    _Case("one tile shared by two programs (32 x 16 x 64, 2 programs)", 32, 16, 64, 2),
-    _Case("ragged M, N and K, 36 K-iterations over 5 programs (40 x 40 x 88)", 40, 40, 88, 5),
-    _Case("tiles shared by three programs, one program inside a tile (48 x 20 x 200, 10 programs)", 48, 20, 200, 10),
-    _Case("a transposed A, a sliced B and a strided C (40 x 24 x 72, 6 programs)", 40, 24, 72, 6, strided=True),
-    _Case("more programs than K-iterations (40 x 16 x 10, 3 programs)", 40, 16, 10, 3),
+    _Case("one tile shared by two programs", 32, 32, 64, 2),
+    _Case("ragged M, N and K, 24 K-iterations over 5 programs", 40, 40, 232, 5, _LONG_K),
+    _Case("tiles shared by three and four programs, one program inside a tile", 48, 40, 200, 10),
+    _Case("a transposed A, a sliced B and a strided C", 40, 24, 168, 6, _LONG_K, strided=True),
+    _Case("more programs than K-iterations", 40, 16, 10, 3),
 ]
 
 
@@ -246,12 +295,14 @@ class _StoppedOnDown(BaseException):
     """A launch under the interpreter stopped with an error right after a program saw another's flag down."""
 
 
-def _pieces(M: int, N: int, K: int, programs: int) -> dict:
+def _pieces(M: int, N: int, K: int, programs: int, blocks: tuple) -> dict:
     """The Stream-K schedule of the check's launches, as ``ScheduleContext`` makes it with every tile shared:
     ``{tile_id: [(program, k_begin, k_end), ...] in K order}``, ``"ranges"``: each program's
     ``(start, end)``, ``"coords"``: each tile id's ``(pid_m, pid_n)`` (grouped order, 8 rows a group),
-    ``"by_program"``: each program's pieces ``(tile_id, k_begin, k_end)`` in the order of its range."""
-    num_m, num_n, iters = triton.cdiv(M, _BM), triton.cdiv(N, _BN), triton.cdiv(K, _BK)
+    ``"by_program"``: each program's pieces ``(tile_id, k_begin, k_end)`` in the order of its range,
+    ``"blocks"``: ``(BLOCK_M, BLOCK_N, BLOCK_K)``."""
+    bm, bn, bk = blocks
+    num_m, num_n, iters = triton.cdiv(M, bm), triton.cdiv(N, bn), triton.cdiv(K, bk)
     tiles = num_m * num_n
     total = tiles * iters
     base, extra = divmod(total, programs)
@@ -276,7 +327,7 @@ def _pieces(M: int, N: int, K: int, programs: int) -> dict:
         rows = min(num_m - first_m, 8)
         coords[t] = (first_m + (t % per_group) % rows, (t % per_group) // rows)
     return {"pieces": pieces, "ranges": ranges, "coords": coords, "iters": iters, "tiles": tiles,
-            "by_program": by_program}
+            "by_program": by_program, "blocks": blocks}
 
 
 class _Watch:
@@ -287,9 +338,10 @@ class _Watch:
     The interpreter runs the programs one after another, in id order, so a lower program's flag is always
     up by the time a higher one reads it. On a GPU it may not be up yet: the watch makes each program's
     first atomic on another program's flag see it down (0, and nothing written), so that only a wait that
-    repeats its read until it sees the flag up gets past it."""
+    repeats its read until it sees the flag up gets past it; and the first wait of the launch sees it down
+    for ``long_hold`` atomics, so that a wait that gives up after some number of tries gives up here."""
 
-    def __init__(self, buffers: dict, programs: int, total_iters: int):
+    def __init__(self, buffers: dict, programs: int, total_iters: int, blocks: tuple, long_hold: int = 1):
         self.ranges = {name: (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), t.element_size())
                        for name, t in buffers.items()}
         self.programs = programs
@@ -300,10 +352,14 @@ class _Watch:
         # or None)); sem is "relaxed", "acquire", "release", "acq_rel" or "plain" (tl.load, tl.store)
         self.events = []
         self.flag_reads = {}  # (program, flag index) -> how often read
-        self.first_reads = set()  # (program, flag index) read at least once with an atomic
+        self.atomic_reads = {}  # (program, flag index) -> how many atomics on it so far
+        self.holds = {}  # (program, another program's flag index) -> how many atomics on it see it down
+        self.long_hold = long_hold  # ... for the launch's first such pair; 1 for the others
         self.a_lanes = [0] * programs  # elements of A loaded by each program
         self.first_a, self.first_b = {}, {}  # program -> element index of the first lane of its first load of A, B
-        self.a_limit = 3 * (total_iters + 1) * _BM * _BK
+        self.blocks = blocks
+        self.p_overlaps = []  # (program, lanes, distinct places) of a write to P whose lanes share places
+        self.a_limit = 3 * (total_iters + 1) * blocks[0] * blocks[2]
         self.read_limit = 20 + 4 * programs
 
     def _where(self, ptrs, mask=None):
@@ -328,9 +384,11 @@ class _Watch:
         return (addresses - start) // size, on
 
     def _slots(self, pid: int, kind: str, index) -> None:
-        slots = np.unique(index // (_BM * _BN)).tolist()
+        slots = np.unique(index // (self.blocks[0] * self.blocks[1])).tolist()
         for s in slots:
             self.events.append((pid, (kind, s, len(slots))))
+        if kind == "p-store" and np.unique(index).size < np.asarray(index).size:  # lanes written to one place
+            self.p_overlaps.append((pid, int(np.asarray(index).size), int(np.unique(index).size)))
 
     def _pid(self, builder) -> int:
         return int(builder.grid_idx[0])
@@ -339,15 +397,22 @@ class _Watch:
         for q in np.unique(index).tolist():
             key = (pid, q)
             self.flag_reads[key] = self.flag_reads.get(key, 0) + 1
-            if self.flag_reads[key] > self.read_limit:
+            if self.flag_reads[key] > self.read_limit + self.holds.get(key, 0):
                 raise _Runaway(pid) if q == pid else _Spinning(pid, q)  # its own flag: a loop that goes on
 
-    def _first_read(self, pid: int, index) -> bool:
-        """True if this atomic is the program's first on some other program's flag (then it sees it down)."""
-        others = [q for q in np.unique(index).tolist() if q != pid]
-        first = any((pid, q) not in self.first_reads for q in others)
-        self.first_reads.update((pid, q) for q in others)
-        return first
+    def _held(self, pid: int, index) -> bool:
+        """True if this atomic is to see another program's flag down: the program's first atomic on it (the
+        launch's first such pair: its first ``long_hold`` atomics)."""
+        held = False
+        for q in np.unique(index).tolist():
+            if q == pid:
+                continue
+            key = (pid, q)
+            hold = self.holds.setdefault(key, 1 if self.holds else self.long_hold)
+            count = self.atomic_reads.get(key, 0)
+            held = held or count < hold
+            self.atomic_reads[key] = count + 1
+        return held
 
     def _flag_atomic(self, pid: int, op: str, ptr, mask, written, like, sem, real):
         """Record an atomic on FLAGS (``written``: the value it writes, None if it only reads; ``like``: the
@@ -357,7 +422,7 @@ class _Watch:
 
         lanes, on = self._lanes("FLAGS", ptr, mask)
         lanes, on = lanes.reshape(-1), on.reshape(-1)
-        if self._first_read(pid, lanes[on]):
+        if self._held(pid, lanes[on]):
             zeros = np.zeros(np.asarray(ptr.data).shape, dtype=np.asarray(like.data).dtype)
             result = TensorHandle(zeros, like.dtype.scalar)
         else:
@@ -491,10 +556,11 @@ def _guarded(numel: int, dtype, fill) -> torch.Tensor:
     return torch.full((numel,), fill, dtype=dtype, device=runtime.DEVICE)
 
 
-def _launch(kernel, case: _Case) -> _Launch:
+def _launch(kernel, case: _Case, long_hold: int = 1) -> _Launch:
     """Launch ``kernel`` on fresh inputs: fp16 A and B, float32 C inside a NaN buffer, P (NaN: garbage
     until written) with a slot per program, FLAGS zero; under the interpreter, watched."""
     M, N, K, programs = case.M, case.N, case.K, case.programs
+    bm, bn, bk = case.blocks
     device = runtime.DEVICE
     g = torch.Generator().manual_seed(M * 10007 + N * 101 + K)
     a = torch.randn(M, K, generator=g).to(torch.float16)
@@ -509,21 +575,21 @@ def _launch(kernel, case: _Case) -> _Launch:
         c = c_buffer.as_strided((M, N), (row, 2))  # every other column of rows 2N + 6 apart
     else:
         a, b = a.to(device), b.to(device)
-        c_buffer = _guarded(M * N + 4 * _BM * _BN, torch.float32, float("nan"))
+        c_buffer = _guarded(M * N + 4 * bm * bn, torch.float32, float("nan"))
         c = c_buffer[:M * N].view(M, N)
-    p_buffer = _guarded((programs + 4) * _BM * _BN, torch.float32, float("nan"))
+    p_buffer = _guarded((programs + 4) * bm * bn, torch.float32, float("nan"))
     flag_buffer = torch.zeros(programs + 16, dtype=torch.int32, device=device)
-    schedule = _pieces(M, N, K, programs)
+    schedule = _pieces(M, N, K, programs, case.blocks)
     watch = None
-    args = (a, b, c, p_buffer[:programs * _BM * _BN], flag_buffer[:programs], M, N, K, *a.stride(), *b.stride(),
+    args = (a, b, c, p_buffer[:programs * bm * bn], flag_buffer[:programs], M, N, K, *a.stride(), *b.stride(),
             *c.stride())
-    consts = dict(BLOCK_M=_BM, BLOCK_N=_BN, BLOCK_K=_BK, PROGRAMS=programs, TILES=schedule["tiles"], num_warps=4)
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, PROGRAMS=programs, TILES=schedule["tiles"], num_warps=4)
     if runtime.INTERPRET:
         def memory(t):  # all of a tensor's storage, from its start (a view's element indices count from there)
             return t.as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
 
         watch = _Watch({"A": memory(a), "B": memory(b), "C": c_buffer, "P": p_buffer, "FLAGS": flag_buffer},
-                       programs, schedule["tiles"] * schedule["iters"])
+                       programs, schedule["tiles"] * schedule["iters"], case.blocks, long_hold)
         try:
             with watch:
                 kernel[(programs,)](*args, **consts)
@@ -531,12 +597,19 @@ def _launch(kernel, case: _Case) -> _Launch:
             pid, q = spin.args
             up = bool(flag_buffer[q]) if q < flag_buffer.numel() else False
             raised = any(p == q and item[0] == "flag" and item[2] == q and item[3] for p, item in watch.events)
+            # raised with 0 (which reads as down): a write of 0 to its own flag after writing its partial
+            written, zero = False, False
+            for p, item in watch.events:
+                if p == q and item[0] == "p-store":
+                    written = True
+                elif p == q and item[0] == "flag" and item[2] == q and item[3] == 0 and item[1] != "read":
+                    zero = zero or written
             as_owner = None
             handed = [piece for piece in schedule["by_program"][q][-1:] if piece[2] < schedule["iters"]] \
                 if q < programs else []
             if handed and any(p == q for p, *_ in watch.c_stores):  # program q stored into C what it should hand over
                 as_owner = (handed[0][0], handed[0][2], schedule["iters"])
-            raise _Spinning(pid, q, up, raised, as_owner) from None
+            raise _Spinning(pid, q, up, raised, as_owner, zero and not raised) from None
         except Exception as err:  # stopped right after a read that saw another program's flag down?
             pid = watch._pid(_interpreter_builder())
             last = next((item for p, item in reversed(watch.events) if p == pid and item[0] == "flag"), None)
@@ -754,26 +827,72 @@ def _endless_wait(trees) -> str | None:
     return None
 
 
+def _changed(loop: ast.While) -> set:
+    """The names a loop's body assigns."""
+    return {n.id for stmt in loop.body for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _is_wait(loop, is_read, tainted: set) -> bool:
+    """A wait loop: a while loop whose condition depends on a flag read with acquire, and that reads the same flag
+    again on every turn (a read inside it whose operands the loop does not change: a loop that steps q down and
+    reads each flag once is no wait)."""
+    if not isinstance(loop, ast.While) or not any(is_read(n) or (isinstance(n, ast.Name) and n.id in tainted)
+                                                  for n in ast.walk(loop.test)):
+        return False
+    changed = _changed(loop)
+    return any(is_read(n) and not {m.id for arg in n.args for m in ast.walk(arg) if isinstance(m, ast.Name)} & changed
+               for n in ast.walk(loop))
+
+
+def _bounded_wait(trees) -> str | None:
+    """A ✗ message for a wait loop whose condition also tests something the loop counts (a wait that gives up)."""
+    is_read, tainted = _reads_and_tainted(trees)
+    for f in _functions(trees):
+        for loop in ast.walk(f):
+            if not _is_wait(loop, is_read, tainted[f.name]):
+                continue
+            counted = sorted({n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)} & _changed(loop)
+                             - tainted[f.name])
+            if counted:
+                names = " and ".join(counted)
+                return (f"your wait loop `while {ast.unparse(loop.test)}:` can end before the flag is up: its "
+                        f"condition also tests {names}, which the loop changes, so after some number of reads it "
+                        "gives up and the owner adds a partial that may not be written yet. On a GPU a lower program "
+                        "may be late by any amount: wait while the flag is down, and test nothing else")
+    return None
+
+
+def _plain_load_wait(trees) -> str | None:
+    """The condition of a while loop that tests a value it reads with tl.load (a wait with a plain load), else None."""
+    for f in _functions(trees):
+        for loop in ast.walk(f):
+            if not isinstance(loop, ast.While):
+                continue
+            loaded = {n.id for stmt in loop.body for node in ast.walk(stmt)
+                      if isinstance(node, ast.Assign) and _called(node.value) == "load"
+                      for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+            tested = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+            if tested & loaded or any(_called(n) == "load" for n in ast.walk(loop.test)):
+                return ast.unparse(loop.test)
+    return None
+
+
 def _hand_over_in_source(trees) -> str | None:
     """A ✗ message if the source has no wait loop (a while loop whose condition depends on an atomic that
     acquires, repeated inside it), or raises a flag with no tl.debug_barrier() before it. None without a source."""
     if not trees:
         return None
     is_read, tainted = _reads_and_tainted(trees)
-    waits = False
-    for f in _functions(trees):
-        for loop in ast.walk(f):
-            if not isinstance(loop, ast.While) or not any(
-                    is_read(n) or (isinstance(n, ast.Name) and n.id in tainted[f.name]) for n in ast.walk(loop.test)):
-                continue
-            # it reads the same flag again on every turn: a read inside it whose operands the loop does not change
-            # (a loop that steps q down and reads each flag once is no wait)
-            changed = {n.id for stmt in loop.body for n in ast.walk(stmt)
-                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            if any(is_read(n) and not {m.id for arg in n.args for m in ast.walk(arg) if isinstance(m, ast.Name)}
-                   & changed for n in ast.walk(loop)):
-                waits = True
+    waits = any(_is_wait(loop, is_read, tainted[f.name]) for f in _functions(trees) for loop in ast.walk(f))
     if not waits:
+        plain = _plain_load_wait(trees)
+        if plain:
+            return (f"your wait loop `while {plain}:` reads the flag with tl.load: a plain load, even with "
+                    "volatile=True, is not an atomic that acquires. Nothing then keeps the partial's load from moving "
+                    "before it on a GPU (it may read the slot before the flag), and a compiled loop may read the flag "
+                    "once and spin forever; repeat an atomic that acquires (sem=\"acquire\") until it sees the flag "
+                    "up")
         return ("your kernel has no wait loop: no while loop repeats an atomic that acquires until it sees the flag "
                 "up. One atomic reads a flag once, and on a GPU the lower program may not have raised it yet: the "
                 "owner must keep reading (sem=\"acquire\") while the flag is down")
@@ -793,14 +912,16 @@ def _hand_over_in_source(trees) -> str | None:
                             "over through P and FLAGS, and the owner's fix-up")
 def check_streamk_kernel(streamk_kernel) -> str:
     """Check a ``@triton.jit`` kernel with the signature of ``solutions.streamk_kernel``: every tile shared
-    (Stream-K only), launched on 2 to 10 programs with float32 C, ragged M, N and K, tiles shared by up
-    to three programs, a transposed A, a sliced B and a strided C, more programs than K-iterations, and a
-    random product. Under the interpreter the check also watches each program's memory operations: every
-    tile of C stored once, by its owner, each program computing exactly its range, last piece first, each
-    partial written, then a barrier, then its flag raised with release, and read only after a wait that
-    acquires saw its flag up (each program's first read of another's flag is made to see it down, as it may be
-    on a GPU), the flags left at zero. On a GPU, where it cannot watch, it reads the wait loop and the
-    barrier from the source."""
+    (Stream-K only), launched on 2 to 10 programs with float32 C, block sizes that differ between products
+    (BLOCK_N and BLOCK_K unequal in some), ragged M, N and K, tiles shared by up to four programs, a
+    transposed A, a sliced B and a strided C, more programs than K-iterations, and a random product. Before
+    any launch it reads the wait loops from the source: one that never reads again, or whose condition tests
+    a counter (a wait that gives up), is refused. Under the interpreter the check also watches each program's
+    memory operations: every tile of C stored once, by its owner, each program computing exactly its range,
+    last piece first, each partial written, then a barrier, then its flag raised with release, and read only
+    after a wait that acquires saw its flag up (each program's first read of another's flag is made to see it
+    down, as it may be on a GPU, and the first product's wait sees it down for over a thousand reads), the flags
+    left at zero. On a GPU, where it cannot watch, it reads the wait loop and the barrier from the source."""
     require_jit("streamk_kernel", streamk_kernel, _KERNEL_PARAMS, kind="kernel")
     if _not_attempted(streamk_kernel):
         raise NotAttempted()
@@ -808,7 +929,7 @@ def check_streamk_kernel(streamk_kernel) -> str:
     if borrowed:
         raise Failed(f"your kernel {borrowed}")
     trees = _learner_sources(streamk_kernel)
-    endless = _endless_wait(trees)
+    endless = _endless_wait(trees) or _bounded_wait(trees)
     if endless:
         raise Failed(endless)
     if not runtime.INTERPRET and _raisings(trees):  # on a GPU a missing wait races, or hangs: read it first
@@ -817,12 +938,13 @@ def check_streamk_kernel(streamk_kernel) -> str:
             raise Failed(written)
     rng = random.Random()
     M, N = rng.choice([32, 64, 40, 44, 57, 70]), rng.choice([16, 32, 21, 26, 40, 53])
-    extra = _Case("", M, N, rng.randint(1, 180), rng.randint(2, 9))
-    extra.what = f"a random product ({M} x {N} x {extra.K}, {extra.programs} programs)"
+    extra = _Case("a random product", M, N, rng.randint(1, 180), rng.randint(2, 9), rng.choice(_RANDOM_BLOCKS))
     cases = _KERNEL_CASES + [extra]
-    for case in cases:
+    # the first product's wait sees its flag down for this many reads: more than a wait that gives up would try
+    long_hold = rng.randint(1100, 1600)
+    for i, case in enumerate(cases):
         try:
-            launch = _launch(streamk_kernel, case)
+            launch = _launch(streamk_kernel, case, long_hold if i == 0 else 1)
         except _Spinning as spin:
             raise Failed(f"on {case.what}: {_spin_message(*spin.args)}") from None
         except _Runaway as runaway:
@@ -836,25 +958,26 @@ def check_streamk_kernel(streamk_kernel) -> str:
                           f"it yet), and stopped: {_one_line(err)}. A wait is a while loop that repeats the atomic "
                           "that acquires until it sees the flag up".replace("{q}", str(q))) from None
         except Exception as err:
-            raise _refused(f"on {case.what}, your kernel", err) from None
+            raise user_error(f"on {case.what}, your kernel", err) from None
         _diagnose_kernel(launch)
     written = _hand_over_in_source(trees)
     if written:
         raise Failed(written)
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         a = torch.empty(64, 64, dtype=torch.float16)
-        c, p, f = torch.empty(64, 64), torch.empty(4 * _BM * _BN), torch.zeros(4, dtype=torch.int32)
-        _builds_for_a_gpu(streamk_kernel, a, a, c, p, f, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=_BM, BLOCK_N=_BN,
-                          BLOCK_K=_BK, PROGRAMS=4, TILES=8)
+        bm, bn, bk = _WIDE
+        c, p, f = torch.empty(64, 64), torch.empty(4 * bm * bn), torch.zeros(4, dtype=torch.int32)
+        compiles_for_a_gpu(streamk_kernel, a, a, c, p, f, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=bm, BLOCK_N=bn,
+                          BLOCK_K=bk, PROGRAMS=4, TILES=4)
         watched = ("; watched: each program computed its own range, last piece first; each tile was stored once, by "
                    "its owner; each partial was written, then a barrier, then its flag raised with release, and read "
-                   "only after a wait that acquires saw the flag up (each first read of a flag sees it down); FLAGS "
-                   "ended at zero")
+                   "only after a wait that acquires saw the flag up (each first read of a flag sees it down, one wait "
+                   "for over a thousand reads); FLAGS ended at zero")
     else:
         watched = ("; the hand-over read from your source (a wait loop that acquires, a barrier before each flag "
                    "goes up): on a GPU the check cannot watch the programs")
-    return (f"right on {len(cases)} products: tiles shared by two and three programs, ragged edges, strided "
-            f"operands, idle programs and a random one{watched}")
+    return (f"right on {len(cases)} products: tiles shared by two to four programs, blocks of different shapes, "
+            f"ragged edges, strided operands, idle programs and a random one{watched}")
 
 
 def _one_line(err: BaseException) -> str:
@@ -864,98 +987,9 @@ def _one_line(err: BaseException) -> str:
 
 # --- building for a GPU, with the compiler's reason ------------------------------------------------------
 
-# Refusals whose own words do not say what to change: (words in the compiler's reason, hint)
-_COMPILE_HINTS = [
-    ("Break", "Triton has no break (nor continue): end the loop through its condition"),
-    ("Continue", "Triton has no continue: put the rest of the turn under an if"),
-    ("int() argument", "int() of a value computed in a kernel: there it is a tensor, not a Python number; divide "
-                       "with // to get whole numbers"),
-    ("float() argument", "float() of a value computed in a kernel: there it is a tensor; use .to(tl.float32)"),
-]
-
-
-def _hint(text: str) -> str:
-    hint = next((h for words, h in _COMPILE_HINTS if words in text), "")
-    return f"\n  hint: {hint}" if hint else ""
-
-
-def _refused(what: str, err: BaseException) -> Failed:
-    """``core.user_error``, with a hint for the refusals above (what a GPU says when it compiles at launch)."""
-    failed = user_error(what, err)
-    text = str(failed)
-    if "hint:" not in text:
-        failed = Failed(text + _hint(text), failed.picture)
-    return failed
-
-
-class _WholeErrors:
-    """Stands in for ``subprocess`` inside ``course.compile`` during one build, and keeps the build's whole error
-    output: the compiler's innermost error, with its reason, comes first, and course.compile keeps the last lines."""
-
-    def __init__(self):
-        self.stderr = ""
-
-    def run(self, *args, **kwargs):
-        done = subprocess.run(*args, **kwargs)
-        self.stderr = done.stderr or ""
-        return done
-
-    def __getattr__(self, name):
-        return getattr(subprocess, name)
-
-
-def _compiler_reason(stderr: str) -> str:
-    """The innermost reason in a failed build's output and the line it points at: "reason\n    at: line"."""
-    lines = stderr.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"^\S*(CompilationError|UnsupportedLanguageConstruct)\S*: at \d+:\d+:", line):
-            caret = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "^"), None)
-            if caret is None:
-                break
-            reason = []
-            for follow in lines[caret + 1:]:
-                if not follow.strip():
-                    break
-                reason.append(follow.strip())
-            text = " ".join(reason) or "no reason given"
-            inner = re.fullmatch(r"(\w+Error)\((['\"].*['\"])\)", text)
-            if inner:
-                try:
-                    text = f"{inner.group(1)}: {ast.literal_eval(inner.group(2))}"
-                except (ValueError, SyntaxError):
-                    pass
-            return f"{text}\n    at: {lines[caret - 1].strip()}"
-    shown = [line for line in lines if line.strip()]
-    return next((line.strip() for line in reversed(shown) if "Error" in line), shown[-1] if shown else "no reason")
-
-
-def _builds_for_a_gpu(kernel, *args, **constexprs) -> None:
-    """Build ``kernel`` for an H100 (``course.compile.build``); a ✗ with the compiler's innermost reason and the
-    line it points at if it refuses. Skipped where the build cannot find the kernel's source."""
-    from course import compile as compiling
-
-    try:
-        inspect.getsource(kernel.fn)
-    except (OSError, TypeError):
-        return
-    errors = _WholeErrors()
-    saved, compiling.subprocess = compiling.subprocess, errors
-    try:
-        compiling.build(kernel, *args, **constexprs)
-    except RuntimeError as err:
-        reason = _compiler_reason(errors.stderr or str(err))
-        if f"No module named '{kernel.fn.__module__}'" in reason:
-            return  # the kernel's own module cannot be imported by the build (a file outside sys.path)
-        raise Failed(f"right under the interpreter, but Triton cannot compile it for a GPU:\n    {reason}"
-                      + (_hint(reason) or hint_for(reason))) from None
-    except TypeError:
-        return  # the build cannot take it (a notebook object it cannot carry): nothing to blame the learner for
-    finally:
-        compiling.subprocess = saved
-
-
 # A program keeps reading program q's flag under the interpreter, where programs run one after another.
-def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_owner: tuple | None = None) -> str:
+def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_owner: tuple | None = None,
+                  zero: bool = False) -> str:
     if q > pid:
         return (f"program {pid} waits for program {q}'s flag, a higher program id, and never gets it (here programs "
                 "run one after another, in id order; on a GPU a later program may not have started either). Only "
@@ -970,6 +1004,11 @@ def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_o
         return (f"program {pid} waits for program {q}'s flag, which was lowered already: only the owner of the "
                 f"tile that program {q} handed over waits for it (once), and lowers it after; wait only for the "
                 "programs that hold earlier K-iterations of your tile")
+    if zero:
+        return (f"program {pid} waits for program {q}'s flag, which program {q} raised with the value 0 after writing "
+                "its partial: 0 is what a flag reads when it is down (FLAGS start at zero), so the owner can never "
+                "see it up. Raise a flag with a value that is never 0 (if it says where the piece starts, shift it "
+                "so that no piece gives 0)")
     if as_owner:
         t, k_end, iters = as_owner
         return (f"program {pid} waits for program {q}'s flag, which program {q} never raised: program {q} took "
@@ -983,8 +1022,9 @@ def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_o
 
 def _tile_name(schedule: dict, t: int, M: int, N: int) -> str:
     pid_m, pid_n = schedule["coords"][t]
-    rows = f"{pid_m * _BM}-{min(M, (pid_m + 1) * _BM) - 1}"
-    cols = f"{pid_n * _BN}-{min(N, (pid_n + 1) * _BN) - 1}"
+    bm, bn, _ = schedule["blocks"]
+    rows = f"{pid_m * bm}-{min(M, (pid_m + 1) * bm) - 1}"
+    cols = f"{pid_n * bn}-{min(N, (pid_n + 1) * bn) - 1}"
     return f"tile {t} (rows {rows}, columns {cols})"
 
 
@@ -997,7 +1037,8 @@ def _diagnose_kernel(launch: _Launch) -> None:
     """The first thing wrong with one launch, as a ✗ (from memory first, then values, then the protocol)."""
     case, schedule, watch = launch.case, launch.schedule, launch.watch
     what, M, N, programs = case.what, case.M, case.N, case.programs
-    slot = _BM * _BN
+    bm, bn, bk = case.blocks
+    slot = bm * bn
     # 1. Memory outside what the kernel was given
     view = torch.zeros(launch.c_buffer.numel(), dtype=torch.bool)
     rows, cols = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
@@ -1026,7 +1067,7 @@ def _diagnose_kernel(launch: _Launch) -> None:
     tiles = schedule["tiles"]
     tile_of = torch.zeros(M, N, dtype=torch.long)
     for t, (pid_m, pid_n) in schedule["coords"].items():
-        tile_of[pid_m * _BM:(pid_m + 1) * _BM, pid_n * _BN:(pid_n + 1) * _BN] = t
+        tile_of[pid_m * bm:(pid_m + 1) * bm, pid_n * bn:(pid_n + 1) * bn] = t
     unstored = torch.isnan(c) if watch is None else None
     if watch is not None:
         counts = torch.zeros(launch.c_buffer.numel(), dtype=torch.long)
@@ -1048,15 +1089,21 @@ def _diagnose_kernel(launch: _Launch) -> None:
                       f"{_tile_name(schedule, t, M, N)}, whose last K-iteration is program {owner}'s: a program's "
                       "range may cross into further tiles; walk every piece of it, and store each tile it owns")
     if watch is not None:
-        # 3. The workspace: each program writes its own slot only
+        # 3. The workspace: each program writes its own slot only, each element of its partial to a place of its own
+        if watch.p_overlaps:
+            pid, lanes, places = watch.p_overlaps[0]
+            raise Failed(f"on {what}: program {pid} writes its {lanes}-element partial to only {places} places of P: "
+                          "elements of it land on the same place and overwrite each other. Each element of the "
+                          "BLOCK_M x BLOCK_N partial needs a place of its own in the slot: what is the distance "
+                          "between two rows of it?" + (f" (here BLOCK_N = {bn}, BLOCK_K = {bk})" if bn != bk else ""))
         for pid, item in watch.events:
             if item[0] == "p-store" and item[2] > 1:
                 raise Failed(f"on {what}: program {pid}'s partial spreads over {item[2]} slots of P: a slot holds a "
                               "whole BLOCK_M x BLOCK_N tile, so program pid's starts at P + pid * BLOCK_M * BLOCK_N")
             if item[0] == "p-store" and item[1] != pid:
-                raise Failed(f"on {what}: program {pid} writes its partial into slot {item[1]} of P, not its own: "
-                              "each program has one slot, numbered by its program id (it hands over at most one "
-                              "partial per launch)")
+                raise Failed(f"on {what}: program {pid} writes its partial into slot {item[1]} of P, not its own "
+                              f"(slot {pid}): each program has one slot of BLOCK_M x BLOCK_N float32, numbered by its "
+                              "program id (it hands over at most one partial per launch)")
         # 4. C stored once per tile, by one program, without atomics
         if watch.c_atomics:
             verb = "adds" if len(watch.c_atomics) == 1 else "add"
@@ -1074,7 +1121,7 @@ def _diagnose_kernel(launch: _Launch) -> None:
     # 5. Each program computes its own range, once (the K-steps of A it loads)
     if watch is not None:
         for pid, (start, end) in enumerate(schedule["ranges"]):
-            done = watch.a_lanes[pid] // (_BM * _BK)
+            done = watch.a_lanes[pid] // (bm * bk)
             if done != end - start:
                 more = ("the owner of a tile adds the others' partials instead of redoing their K-iterations" if
                         done > end - start else "walk every piece of it")
@@ -1103,7 +1150,8 @@ def _diagnose_order(launch: _Launch) -> None:
             continue
         row, k = _split(watch.first_a[pid], launch.a_strides)
         _, col = _split(watch.first_b[pid], launch.b_strides)
-        k_iter, pid_m, pid_n = int(k) // _BK, int(row) // _BM, int(col) // _BN
+        bm, bn, bk = schedule["blocks"]
+        k_iter, pid_m, pid_n = int(k) // bk, int(row) // bm, int(col) // bn
 
         def computes(piece):
             t, k0, k1 = piece
@@ -1121,19 +1169,37 @@ def _diagnose_order(launch: _Launch) -> None:
                       "end, and on a GPU the programs run one after another")
 
 
+def _plain_load(what: str, pid: int, q: int) -> str:
+    return (f"on {what}: program {pid} reads program {q}'s flag with tl.load: a plain load, even with volatile=True, "
+            "is not an atomic that acquires. Nothing then keeps the partial's load from moving before it on a GPU "
+            "(it may read the slot before the flag), and a compiled wait loop may read the flag once and spin "
+            "forever; wait with an atomic that acquires (sem=\"acquire\")")
+
+
 def _diagnose_waits(launch: _Launch) -> None:
-    """No partial read (nor given up on) after a read that saw its flag down."""
+    """No flag of another program read with a plain load; no partial read (nor given up on) after a read that
+    saw its flag down."""
     what, watch = launch.case.what, launch.watch
     for pid in range(launch.case.programs):
         items = [item for p, item in watch.events if p == pid]
         seen, loaded = {}, set()
         for item in items:
+            if item[0] == "flag" and item[1] == "load" and item[2] != pid:
+                raise Failed(_plain_load(what, pid, item[2]))
             if item[0] == "flag" and item[2] != pid and item[5] is not None:
                 seen.setdefault(item[2], []).append((item[4], item[5]))
             elif item[0] == "p-load" and item[1] != pid:
                 q = item[1]
                 loaded.add(q)
                 acquired = [value for sem, value in seen.get(q, []) if sem in ("acquire", "acq_rel")]
+                downs = len(acquired) - len("".join("1" if v else "0" for v in acquired).rstrip("0"))
+                if downs > 2:  # more than a read or two: a loop, that stopped
+                    raise Failed(f"on {what}: program {pid} read program {q}'s flag {downs} times in a row, saw it "
+                                  "down every time, then gave up waiting and read its partial anyway (here the first "
+                                  "wait sees its flag down for over a thousand reads): a wait that stops after some "
+                                  "number of tries reads a partial that may not be written yet, and on a GPU a lower "
+                                  "program may be late by any amount. Wait until the flag is up, however many reads "
+                                  "it takes")
                 if acquired and acquired[-1] == 0:
                     raise Failed(f"on {what}: program {pid} reads program {q}'s partial although its last read of "
                                   f"program {q}'s flag saw it down (here the first read of each flag sees it down, as "
@@ -1187,11 +1253,12 @@ def _diagnose_values(launch: _Launch, tile_of) -> None:
     a, b, c = launch.a.double(), launch.b.double(), launch.c.double()
     tol = 8 * K * 2.0 ** -24  # float32 sums of K exact fp16 products, any order
     iters = schedule["iters"]
+    bm, bn, bk = schedule["blocks"]
     for t in range(schedule["tiles"]):
         pid_m, pid_n = schedule["coords"][t]
-        rs, cs = slice(pid_m * _BM, min(M, (pid_m + 1) * _BM)), slice(pid_n * _BN, min(N, (pid_n + 1) * _BN))
+        rs, cs = slice(pid_m * bm, min(M, (pid_m + 1) * bm)), slice(pid_n * bn, min(N, (pid_n + 1) * bn))
         got = c[rs, cs].flatten()
-        parts = torch.stack([(a[rs, k * _BK:(k + 1) * _BK] @ b[k * _BK:(k + 1) * _BK, cs]).flatten()
+        parts = torch.stack([(a[rs, k * bk:(k + 1) * bk] @ b[k * bk:(k + 1) * bk, cs]).flatten()
                              for k in range(iters)])  # one row per K-iteration
         ref = parts.sum(0)
         error = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
@@ -1297,9 +1364,7 @@ def _diagnose_protocol(launch: _Launch) -> None:
                                       "threads' parts of the partial; put tl.debug_barrier() between them")
                     partial_written = barrier_after = False
                 elif q != pid and op == "load":
-                    raise Failed(f"on {what}: program {pid} reads program {q}'s flag with tl.load: a compiled wait "
-                                  "loop may read it once and spin forever, and the partial's load may move before "
-                                  "it; wait with an atomic that acquires (sem=\"acquire\")")
+                    raise Failed(_plain_load(what, pid, q))
                 elif q != pid and value is not None and (written is None or sem in ("acquire", "acq_rel")):
                     seen.setdefault(q, []).append((sem, value))  # a read, or a write that waits (not a lowering)
 

@@ -337,14 +337,16 @@ def check_bank_swizzle(swizzle) -> str:
     (2, 4, 8, 16: rows of 32 to 256 bytes). Each row's chunks must stay in the row at different places,
     and with the course's bank model (``layouts.wavefronts``) every read of a warp, 16 bytes a lane,
     must take the least passes, 4: chunk c of rows 8k .. 8k + 31 (ldmatrix's and wgmma's column of
-    8-row blocks), and whole consecutive rows (what a copy from global memory writes)."""
+    8-row blocks), and whole consecutive rows (what a copy from global memory writes; on rows of up to 128
+    bytes the permutation rule implies it, on 256-byte rows it is a rule of its own). Only the values are
+    checked: any Python arithmetic that returns the right ints passes."""
     from course import layouts
 
     require_function("swizzle", swizzle, ("row", "chunk", "chunks"))
     borrowed = _course_code(swizzle)
     if borrowed:
         raise Failed(f"swizzle uses the course's {borrowed}: compute the place yourself, from row, chunk and "
-                      "chunks with integer arithmetic (^, //, %)")
+                      "chunks (^, // and % are all it takes)")
     like_triton, unlike_triton = [], []
     for chunks in WIDTHS:
         width = f"rows of {chunks} chunks ({16 * chunks} bytes)"

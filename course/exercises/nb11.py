@@ -28,6 +28,7 @@ from course.exercises.core import (
     plural,
     require_jit,
     user_error,
+    watching_loads,
 )
 
 __all__ = ['check_softmax_step', 'check_flash_forward']
@@ -287,24 +288,30 @@ class _Step:
             m_new = s.max(1).values
         if variant == "clamped at 0":
             m_new = m_new.clamp(min=0)
-        alpha = ex(m_new - m_i) if variant == "alpha inverted" else ex(m_i - m_new)
-        shift = m_i if variant == "old maximum" else (torch.zeros_like(m_new) if variant == "no maximum" else m_new)
+        # a row that has seen no key yet (its maximum still -inf) keeps m = -inf, l = 0, acc = 0: shifted by 0
+        finite = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+        alpha = ex(finite - m_i) if variant == "alpha inverted" else ex(m_i - finite)
+        shift = m_i if variant == "old maximum" else (torch.zeros_like(m_new) if variant == "no maximum" else finite)
         p = ex(s - shift[:, None])
+        if variant == "p rounded":  # l summed from p after its rounding to v's dtype (for tl.dot)
+            p = p.to(torch.bfloat16 if self.eps == EPS_BF16 else torch.float16).double()
         l = l_i * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
         acc = acc_i * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v
         if variant == "normalized":
             acc = acc / l[:, None]
         return m_new, l, acc
 
-    def matches(self, variant: str = "right", part: str = "mla", rows=None, acc_rtol: float | None = None) -> bool:
+    def matches(self, variant: str = "right", part: str = "mla", rows=None, acc_rtol: float | None = None,
+                l_rtol: float = 512 * EPS32) -> bool:
         """Whether the returned values (of ``rows``, a bool per row; all by default) are those of ``variant``
-        within what float32 allows for m and l (m exact, l to 2^-14 relative) and, for acc, ``acc_rtol`` of its
-        terms' magnitudes (default: twice the epsilon of v's dtype, to which p is rounded before P V)."""
+        within what float32 allows for m and l (m exact, l to 2^-14 relative, or ``l_rtol``) and, for acc,
+        ``acc_rtol`` of its terms' magnitudes (default: twice the epsilon of v's dtype, to which p is rounded
+        before P V)."""
         m, l, acc = self.model(variant)
         rows = torch.ones(len(m), dtype=torch.bool) if rows is None else rows
         with torch.no_grad():
             ok_m = _same(self.m[rows], m[rows], 16 * EPS32)
-            ok_l = _same(self.l[rows], l[rows], 512 * EPS32)
+            ok_l = _same(self.l[rows], l[rows], l_rtol)
             alpha = torch.exp2(self.m_i - m).nan_to_num(0.0, posinf=0.0)
             p = torch.exp2(self.s - m[:, None]).nan_to_num(0.0, posinf=0.0)
             scale = p @ self.v.abs() + alpha[:, None] * self.acc_i.abs() + acc.abs()
@@ -384,10 +391,11 @@ def _one_step(step, what: str, m_i, l_i, acc_i, s, v, v_dtype=torch.float16) -> 
 
 
 def _step_cases(step) -> list[_Step]:
-    """The update on six states: a later block (some rows' maximum grows, some not), the first block, a block
+    """The update on seven states: a later block (some rows' maximum grows, some not), the first block, a block
     with masked scores (-inf; one row wholly masked), a first block of all-negative scores, a block whose
-    exponentials are exact powers of two (so that acc can be held to float32's precision) and a later block
-    with bfloat16 values. Each runs only once the ones before are right."""
+    exponentials are exact powers of two (so that acc can be held to float32's precision), a later block with
+    bfloat16 values, and last the masked block as a first block (the wholly masked row has seen no key yet: it
+    must keep m = -inf, l = 0, acc = 0). Each runs only once the ones before are right."""
     gen = torch.Generator().manual_seed(11)
     bm, bn, d = 32, 16, 64  # all different, so that a reduction along the wrong axis cannot pass
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
@@ -414,6 +422,18 @@ def _step_cases(step) -> list[_Step]:
     yield _one_step(step, "a block whose exponentials are exact powers of two (acc held to float32's precision)",
                     exact_m, l_i, rnd(bm, d).float().double(), exact_s, v)
     yield _one_step(step, "a later block whose values v are bfloat16", m_i, l_i, acc_i, s, v, torch.bfloat16)
+    # the same block first: row 3 has seen no key yet, as when a loop visits the key blocks last first
+    yield _one_step(step, "the first block with masked scores (m_i = -inf; row 3 all -inf, so it sees no key yet)",
+                    torch.full((bm,), -math.inf), torch.zeros(bm), torch.zeros(bm, d), masked_s, v)
+
+
+def _l_rounded(step: _Step) -> None:
+    """A ✗ if l is off by the rounding of p to 16 bits: summed from the p that was converted for tl.dot (or summed
+    in 16 bits)."""
+    if step.matches("p rounded", "l") or step.matches("right", "l", l_rtol=4 * step.eps):
+        raise Failed(f"on {step.what}: l is off by a 16-bit rounding: it sums p after p was rounded to v's dtype "
+                      "(or sums it in 16 bits). Sum the float32 p into l; only the copy of p that goes to tl.dot "
+                      "is converted")
 
 
 def _diagnose_step(cases) -> None:
@@ -457,6 +477,7 @@ def _diagnose_step(cases) -> None:
                                "scores: subtract the new maximum from s first")):
             if later.matches(variant, "l"):
                 raise Failed(f"on {later.what}: {message}")
+        _l_rounded(later)
         raise Failed(f"on {later.what}: l is wrong: the old sum, rescaled to the new maximum, plus this block's "
                       "exponentials (summed along each row)")
     if not later.matches("right", "a"):
@@ -472,6 +493,8 @@ def _diagnose_step(cases) -> None:
                       "block's exponentials times v (tl.dot(p.to(v.dtype), v))")
     first = next(cases)
     if not first.matches():
+        if first.matches(part="ma"):
+            _l_rounded(first)
         bad = "inf or nan" if not torch.isfinite(torch.cat([first.l, first.acc.flatten()])).all() else "wrong values"
         raise Failed(f"right on a later block, but {bad} on {first.what}: there m_i is -inf, so exp2(m_i - m_new) "
                       "is 0 (the empty past counts nothing) as long as m_new is finite; never subtract m_i "
@@ -510,14 +533,36 @@ def _diagnose_step(cases) -> None:
     if not bf16.matches():
         raise Failed(f"right with float16 values, wrong on {bf16.what}: convert p to v's own dtype "
                       "(p.to(v.dtype)), whatever it is, and keep acc in float32")
+    unseen = next(cases)
+    if not unseen.matches():
+        hidden = torch.isinf(unseen.s).all(1)
+        rows = _row_span(hidden)
+        if not unseen.matches(rows=~hidden):
+            raise Failed(f"wrong on {unseen.what}, though right on the same block later: the rows that see a key "
+                          "here must not depend on m_i being -inf")
+        m, l, acc = unseen.m[hidden], unseen.l[hidden], unseen.acc[hidden]
+        if not torch.isfinite(torch.cat([l, acc.flatten()])).all():
+            raise Failed(f"on {unseen.what}: {rows}, which has seen no key yet, comes out nan: there the new maximum "
+                          "is -inf too, and m_i - m_new and s - m_new are -inf - (-inf). Such a row must come out as "
+                          "it went in, m = -inf, l = 0, acc = 0 (a loop may visit the blocks in any order): where the "
+                          "new maximum is still -inf, shift by a finite number instead, and return m as it is")
+        if torch.isfinite(m).any():
+            raise Failed(f"on {unseen.what}: {rows}, which has seen no key yet, comes back with m = "
+                          f"{float(m[torch.isfinite(m)][0]):g}, not -inf: a row without a visible key has no maximum "
+                          "yet. Returned as a number, it acts as a floor under the next blocks' scores (all-negative "
+                          "scores then vanish): shift by a finite number where the maximum is -inf, but return m "
+                          "as -inf")
+        raise Failed(f"wrong on {unseen.what}: {rows}, which has seen no key yet, must come out as it went in: "
+                      "m = -inf, l = 0, acc = 0")
 
 
 @exercise("softmax_step", "Write softmax_step above: the online-softmax update of one block of keys")
 def check_softmax_step(softmax_step) -> str:
     """Check a ``@triton.jit`` ``softmax_step(m_i, l_i, acc, s, v)`` as the update of
-    ``attention.attention_kernel``: first one call on six states (a later block where the maximum grows
+    ``attention.attention_kernel``: first one call on seven states (a later block where the maximum grows
     in some rows only, the first block, masked scores with a row all masked, all-negative scores, exact
-    powers of two that hold acc to float32's precision, bfloat16 values), each returned value and its
+    powers of two that hold acc to float32's precision, bfloat16 values, the masked block as a first block),
+    each returned value and its
     dtype compared with float64 and float32; then inside the course's kernel on ordinary scores, on
     scores of ±thousands, on scores all shifted by about -1000 and under a causal mask."""
     from course import attention
@@ -556,9 +601,9 @@ def check_softmax_step(softmax_step) -> str:
     shifted_k[:, -1] = 1
     run("scores all shifted by about -1000", shifted_q, shifted_k, v)
     run("a causal mask", q, k, v, causal=True)
-    return ("the online softmax is right on a later block, the first, a masked, an all-negative, an exact and a "
-            "bfloat16 one (acc kept in float32), and in the course's kernel on ordinary, ±thousands, shifted and "
-            "causal scores")
+    return ("the online softmax is right on a later block, the first, a masked one (later and first), an "
+            "all-negative, an exact and a bfloat16 one (acc kept in float32), and in the course's kernel on "
+            "ordinary, ±thousands, shifted and causal scores")
 
 
 # --- exercise 2: flash_forward, the whole forward loop for one block of queries ----------------------
@@ -602,6 +647,9 @@ _CASES = [
           seed=3),
     _Case("a causal mask with more keys than queries (45 queries, 60 keys, d = 32)", 45, 60, 32, 32, 16, True,
           seed=4),
+    # the rows past the last key see every key j <= i, the padding of the last key block too, unless S_K masks it
+    _Case("a causal mask with fewer keys than queries (60 queries, 40 keys, d = 32)", 60, 40, 32, 32, 16, True,
+          seed=9),
     _Case("scores of ±thousands (64 queries and keys, d = 64)", 64, 64, 64, 32, 16, False, "thousands", seed=5),
     _Case("all-negative scores, each row's shifted by about -1000 (causal, 64 queries and keys, d = 16)",
           64, 64, 16, 32, 16, True, "shifted", seed=6),
@@ -676,12 +724,12 @@ class _Flash:
     layouts: dict
     stray: tuple | None = None  # the first load outside Q's, K's or V's own elements: (name, "past" or "between", rows)
 
-    def model(self, variant: str = "right", scale: float | None = None):
+    def model(self, variant: str = "right", scale: float | None = None, rounding: str | None = None):
         return _flash_model(self.q, self.k, self.v, self.case.scale if scale is None else scale, self.case.causal,
-                            self.case.bm, self.case.bn, variant)
+                            self.case.bm, self.case.bn, variant, rounding)
 
-    def o_matches(self, variant: str = "right", scale: float | None = None) -> bool:
-        return _rows_close(self.o, self.model(variant, scale)[0])
+    def o_matches(self, variant: str = "right", scale: float | None = None, rounding: str | None = None) -> bool:
+        return _rows_close(self.o, self.model(variant, scale, rounding)[0])
 
     def l_matches(self, lse: torch.Tensor) -> bool:
         """L within what the computation allows: 64 ulps of float32 of the largest magnitude in the row's sums,
@@ -694,6 +742,26 @@ class _Flash:
         s = (self.q @ self.k.T * c.scale).masked_fill(_hidden(c.S_Q, self.k.shape[0], c.causal), -math.inf)
         scaled_in_float16 = 0.0 if c.kind == "thousands" else 1.25 * 2.0 ** -11 * (torch.softmax(s, 1) * size).sum(1)
         return _same(self.l, lse, 1.0, 64 * EPS32 * (size.max(1).values + lse.abs() + 1) + scaled_in_float16)
+
+
+    def l_close16(self, lse: torch.Tensor) -> bool:
+        """L within what scores rounded to 16 bits allow (a few units of 2^-11 of each row's largest product
+        magnitude), but not within float32's: how to tell a precision slip from another mistake in L."""
+        size = self.case.scale * (self.q.abs() @ self.k.abs().T)
+        return _same(self.l, lse, 1.0, 16 * 2.0 ** -11 * size.max(1).values + 64 * EPS32 * (lse.abs() + 1))
+
+
+# What rounds to 16 bits on the way (model's ``rounding``), and where the ✗ says it is
+_ROUNDINGS = (
+    ("scores", "the scores themselves are (a .to(tl.float16) of s): keep them in float32 up to exp2; only p is "
+               "converted, to V's dtype, for P V"),
+    ("product", "Q Kᵀ is, before its scale (tl.dot(..., out_dtype=tl.float16), or a .to(tl.float16) of its "
+                "result): keep tl.dot's result in float32"),
+    ("output", "O is rounded to bfloat16 before its store: convert the output to O's own dtype "
+               "(O.dtype.element_ty), float16 here"),
+    ("output, truncated", "O is rounded to bfloat16 before its store: convert the output to O's own dtype "
+                          "(O.dtype.element_ty), float16 here"),
+)
 
 
 def _hidden(S_Q: int, S_K: int, causal: bool) -> torch.Tensor:
@@ -713,9 +781,11 @@ def _rows_close(got: torch.Tensor, want: torch.Tensor, tol: float | None = None)
     return bool((err <= tol * torch.linalg.vector_norm(want, dim=1) + 1e-12).all())
 
 
-def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
+def _flash_model(q, k, v, scale, causal, bm, bn, variant="right", rounding=None):
     """(out, lse) in float64, the keys walked ``bn`` at a time as the kernel does: written right, or with
-    one of the usual mistakes (``variant``)."""
+    one of the usual mistakes (``variant``), or with something rounded to 16 bits on the way (``rounding``):
+    "product" Q Kᵀ to float16 before its scale, "scores" the scaled scores to float16, "output" O to bfloat16
+    before the store (to nearest; "output, truncated" toward 0)."""
     (S_Q, d), S_K = q.shape, k.shape[0]
     if variant == "keys past S_K":  # the last block's padding keys loaded as 0 and never masked: score 0, value 0
         pad = -k.shape[0] % bn
@@ -734,7 +804,13 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
             "bottom-right": j <= i + S_K - S_Q,
             "bottom-right, blocks skipped": (j <= i + S_K - S_Q) & (j < read_skipping),
             "causal end in BLOCK_N": (j <= i) & (j < (i // bm + 1) * bn)}.get(variant, j <= i)
-    s = (q @ k.T * scale * LOG2E).masked_fill(~visible, -math.inf)
+    if rounding == "product":
+        s = (q @ k.T).half().double() * (scale * LOG2E)
+    elif rounding == "scores":
+        s = (q @ k.T * scale * LOG2E).half().double()
+    else:
+        s = q @ k.T * scale * LOG2E
+    s = s.masked_fill(~visible, -math.inf)
     m = torch.full((S_Q,), -math.inf, dtype=torch.float64)
     l = torch.zeros(S_Q, dtype=torch.float64)
     acc = torch.zeros(S_Q, d, dtype=torch.float64)
@@ -747,6 +823,10 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right"):
         acc = acc * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v[start:start + bn]
         m = m_new
     out = acc if variant == "not divided" else acc / l[:, None]
+    if rounding == "output":  # to nearest, as a GPU converts
+        out = out.bfloat16().double()
+    if rounding == "output, truncated":  # toward 0, as Triton's interpreter converts float32 to bfloat16
+        out = (out.float().view(torch.int32) & -65536).view(torch.float32).double()
     return out, (m + torch.log2(l)) * LN2
 
 
@@ -772,55 +852,42 @@ class _InputReads(contextlib.AbstractContextManager):
         self.stray = None  # (name, "past" or "between", how many rows past the end)
 
     def __enter__(self):
-        self._builder = None
-        if not runtime.INTERPRET or runtime.DEVICE != "cpu":
-            return self
         import numpy as np
-        from triton.runtime import interpreter
 
-        regions = []
-        for name, (buffer, view) in self.buffers.items():
-            rows, cols = view.shape
-            lattice = np.full(buffer.numel(), -1, dtype=np.int64)  # the row of view-like element, past the end too
-            i, j = torch.arange(rows + _GUARD)[:, None], torch.arange(cols)[None, :]
-            where = view.storage_offset() - buffer.storage_offset() + i * view.stride(0) + j * view.stride(1)
-            inside = where < buffer.numel()
-            lattice[where[inside].numpy()] = i.expand_as(where)[inside].numpy()
-            start = buffer.data_ptr()
-            regions.append((name, start, start + buffer.numel() * buffer.element_size(), buffer.element_size(),
-                            lattice, rows, cols))
-        self._builder = builder = interpreter.interpreter_builder
-        self._saved = builder.__dict__.get("create_masked_load")
-        original = builder.create_masked_load
-
-        def load(ptrs, mask, *rest):
-            if self.stray is None:
-                addresses = np.asarray(ptrs.data, dtype=np.uint64)
-                if mask is not None:
-                    addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-                addresses = addresses.ravel()
-                for name, start, end, size, lattice, rows, cols in regions:
-                    index = ((addresses[(addresses >= start) & (addresses < end)] - np.uint64(start))
-                             // np.uint64(size)).astype(np.int64)
-                    row = lattice[index]
-                    stray = (row < 0) | (row >= rows)
-                    if stray.any():
-                        past = np.unique(row[stray])
-                        whole = past.min() >= 0 and all(np.unique(index[row == r]).size == cols for r in past)
-                        self.stray = (name, "past" if whole else "between", int(past.size))
-                        break
-            return original(ptrs, mask, *rest)
-
-        builder.create_masked_load = load
+        self._watch = watching_loads(self._see)
+        self._regions = []
+        if runtime.INTERPRET and runtime.DEVICE == "cpu":
+            for name, (buffer, view) in self.buffers.items():
+                rows, cols = view.shape
+                lattice = np.full(buffer.numel(), -1, dtype=np.int64)  # each element's row, past the end too
+                i, j = torch.arange(rows + _GUARD)[:, None], torch.arange(cols)[None, :]
+                where = view.storage_offset() - buffer.storage_offset() + i * view.stride(0) + j * view.stride(1)
+                inside = where < buffer.numel()
+                lattice[where[inside].numpy()] = i.expand_as(where)[inside].numpy()
+                start = buffer.data_ptr()
+                self._regions.append((name, start, start + buffer.numel() * buffer.element_size(),
+                                      buffer.element_size(), lattice, rows, cols))
+        self._watch.__enter__()
         return self
 
+    def _see(self, addresses):
+        import numpy as np
+
+        if self.stray is not None:
+            return
+        for name, start, end, size, lattice, rows, cols in self._regions:
+            index = ((addresses[(addresses >= start) & (addresses < end)] - np.uint64(start))
+                     // np.uint64(size)).astype(np.int64)
+            row = lattice[index]
+            stray = (row < 0) | (row >= rows)
+            if stray.any():
+                past = np.unique(row[stray])
+                whole = past.min() >= 0 and all(np.unique(index[row == r]).size == cols for r in past)
+                self.stray = (name, "past" if whole else "between", int(past.size))
+                break
+
     def __exit__(self, *exc):
-        if self._builder is not None:
-            if self._saved is None:
-                self._builder.__dict__.pop("create_masked_load", None)
-            else:
-                self._builder.create_masked_load = self._saved
-        return False
+        return self._watch.__exit__(*exc)
 
 
 def _launch(kernel, case: _Case, layouts: dict | None = None, guard: float = math.nan) -> _Flash:
@@ -913,8 +980,13 @@ def _diagnose_writes(r: _Flash) -> None:
 
 def _diagnose_nan(kernel, r: _Flash) -> None:
     """The output has inf or NaN in some rows: say why."""
+    from course.exercises import core
+
     c = r.case
     bad = ~torch.isfinite(r.o).all(1)
+    if core.UNFILLED_LOADS:  # under the interpreter the masked-off lanes of a load without other= are inf
+        raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: a load is masked without other=, and the lanes it "
+                      "masks off reach tl.dot (a masked score gives p = 0, but 0 × inf is NaN; on a GPU they hold anything)")
     zeros = _launch(kernel, c, r.layouts, guard=0.0)  # the same with 0 instead of NaN past every input
     if torch.isfinite(zeros.o).all():
         if _rows_close(zeros.o, r.model()[0]) and (c.S_Q % c.bm or c.S_K % c.bn):
@@ -946,7 +1018,9 @@ def _diagnose_nan(kernel, r: _Flash) -> None:
                       "start at -inf and follow the scores wherever they are (not be held at 0 or any other "
                       "floor): every exp2 then sees at least one term of 1")
     raise Failed(f"on {c.what}: inf or nan in {_row_span(bad)}: m starts at -inf, l and acc at 0; every exp2 "
-                  "subtracts the new running maximum; masked scores are -inf (never masked to -inf - -inf)")
+                  "subtracts the new running maximum, and where that is still -inf (a row that has seen no key yet, "
+                  "as when the loop reads a block past the diagonal first) a finite number instead; masked scores "
+                  "are -inf (never masked to -inf - -inf)")
 
 
 _CAUSAL_ONLY = ("no causal mask", "diagonal unmasked", "mask transposed", "bottom-right",
@@ -966,6 +1040,8 @@ def _diagnose_values(r: _Flash) -> None:
                                            "tl.exp2 with scores times log2(e), or tl.exp without the log2(e)"),
                 ("right", c.scale * ln2, "exp2 of scores not converted to base 2: exp2(x) is 2^x, so multiply "
                                          "the scores by log2(e) first (or use tl.exp)"),
+                ("right", c.scale ** 2, "the scores are scaled by sm_scale twice (by sm_scale² in all): qk_scale "
+                                        "already holds sm_scale, so Q Kᵀ is multiplied by one of them, once"),
                 ("output not rescaled", None, "acc is not rescaled when the running maximum grows: its old terms "
                                               "shrink by exp2(m_old - m_new), like l"),
                 ("sum not rescaled", None, "l is not rescaled when the running maximum grows: it is a sum of "
@@ -973,7 +1049,10 @@ def _diagnose_values(r: _Flash) -> None:
                 ("not divided", None, "the output is not divided by l: acc is a sum weighted by exponentials, "
                                       "normalized once, at the end"),
                 ("keys past S_K", None, "the keys past S_K take part in the softmax (with a score of 0): mask "
-                                        "their scores to -inf, not only their loads"),
+                                        "their scores to -inf, not only their loads" + (
+                                            ", under the causal mask too: the rows past S_K see the padding of the "
+                                            "last block of keys (j <= i), unless the mask also holds j < S_K"
+                                            if c.causal else "")),
                 ("no causal mask", None, "the causal mask is missing: query i sees only keys j <= i"),
                 ("diagonal unmasked", None, "the blocks past the diagonal are skipped, but the block on the "
                                             "diagonal needs the mask j <= i inside it"),
@@ -998,10 +1077,20 @@ def _diagnose_values(r: _Flash) -> None:
         want = r.model()[0]
         err = torch.linalg.vector_norm(r.o - want, dim=1) / torch.linalg.vector_norm(want, dim=1)
         bad = err > 2e-3
+        for rounding, where16 in _ROUNDINGS:
+            if r.o_matches(rounding=rounding):
+                raise Failed(f"on {c.what}: O is close to softmax(sm_scale · Q Kᵀ) V (worst row off by "
+                              f"{err.max().item():.2g}, relative), but less precise than float32 scores allow: "
+                              f"something rounds to 16 bits on the way. Here {where16}")
+        if err.max() <= 4 * 2e-3:  # within 4 times float16's tolerance, and no other mistake's replay: precision
+            raise Failed(f"on {c.what}: O is close to softmax(sm_scale · Q Kᵀ) V (worst row off by "
+                          f"{err.max().item():.2g}, relative), but less precise than float32 scores allow: "
+                          "something rounds to 16 bits on the way (Q Kᵀ, the scores, l or O before its store): keep "
+                          "everything in float32 up to the store, but the copy of p that goes to tl.dot with V")
         where = ""
         if c.S_Q % c.bm and torch.equal(bad, torch.arange(c.S_Q) >= c.S_Q // c.bm * c.bm):
             where = " (the last, partial block of queries)"
-        if torch.allclose(r.o.flatten().sort().values, want.flatten().sort().values, rtol=0.0,
+        if err.max() > 8 * 2e-3 and torch.allclose(r.o.flatten().sort().values, want.flatten().sort().values, rtol=0.0,
                           atol=2e-3 * want.abs().max().item()):  # float16's rounding, and a little
             raise Failed(f"on {c.what}: O holds the right values, in the wrong places: the store's addresses are off. "
                           "Element (i, j) of O is at O + i * stride_os + j * stride_od: rows with stride_os, columns "
@@ -1045,6 +1134,11 @@ def _diagnose_values(r: _Flash) -> None:
             raise Failed(f"on {c.what}: O is right, L is not: it is off by a constant factor, about {factor:.5f}: the "
                           "constant that takes a base-2 logarithm back to base e (ln 2) is not exact; write it to "
                           "float32's precision")
+        if any(r.l_matches(r.model(rounding=rounding)[1]) for rounding in ("product", "scores")) or r.l_close16(lse):
+            raise Failed(f"on {c.what}: O is right, L is not: L is less precise than float32 scores allow: the "
+                          "scores pass through 16 bits on the way (tl.dot's out_dtype=tl.float16, or a "
+                          ".to(tl.float16) of Q Kᵀ or of the scores). At scores of ±thousands a 16-bit score is off "
+                          "by whole units: keep tl.dot's result and the scores in float32")
         raise Failed(f"on {c.what}: O is right, L is not: L[i] is the natural log of Σ exp(sm_scale · q_i·k_j) "
                       "over the keys row i sees, from the final m and l")
 
@@ -1062,6 +1156,14 @@ def _passes(r: _Flash) -> bool:
 def _right(kernel, c: _Case, layouts: dict) -> bool:
     """Whether the kernel is right on ``c`` with ``layouts`` (the other operands contiguous)."""
     return _passes(_launch(kernel, c, layouts))
+
+
+def _diagnose(kernel, r: _Flash) -> None:
+    """A ✗ naming the first thing wrong with what a launch wrote; nothing if it is right."""
+    _diagnose_writes(r)
+    if not torch.isfinite(r.o).all():
+        _diagnose_nan(kernel, r)
+    _diagnose_values(r)
 
 
 def _which_stride(kernel, c: _Case) -> None:
@@ -1124,12 +1226,16 @@ def check_flash_forward(flash_forward) -> str:
         r = _launch(flash_forward, case, _STRIDED if case.kind == "strided" else None)
         _diagnose_reads(r)  # under the interpreter: names the operand whose load strays, its layout included
         try:
-            _diagnose_writes(r)
-            if not torch.isfinite(r.o).all():
-                _diagnose_nan(flash_forward, r)
-            _diagnose_values(r)
+            _diagnose(flash_forward, r)
         except Failed:
             if case.kind == "strided":
+                # first the same sizes with every operand contiguous: a mistake there is not about the strides
+                plain = dataclasses.replace(case, kind="plain", what=(
+                    f"the strided case's sizes with every operand contiguous ({'causal, ' if case.causal else ''}"
+                    f"{case.S_Q} queries, {case.S_K} keys, d = {case.d})"))
+                contiguous = _launch(flash_forward, plain)
+                _diagnose_reads(contiguous)
+                _diagnose(flash_forward, contiguous)
                 _which_stride(flash_forward, case)
             raise
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too

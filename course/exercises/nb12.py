@@ -100,7 +100,7 @@ def check_mode_choice(choose_mode) -> str:
 
 def _shapes_beyond_the_record():
     """Products the record does not hold, tiny to tall, with tiles a Triton kernel could run."""
-    fixed = [(1, 1, 1, (16, 16)), (1, 128256, 4096, (16, 128)), (7, 300, 5000, (16, 64)),
+    fixed = [(1, 1, 1, (16, 64)), (1, 128256, 4096, (16, 128)), (7, 300, 5000, (16, 64)),
              (100000, 64, 64, (128, 256)), (4096, 4096, 4096, (64, 64)), (2047, 3001, 129, (128, 128))]
     rng = random.Random()  # fresh shapes every run: a rule must not depend on the record's sizes
     tiles = [(16, 64), (16, 128), (64, 64), (64, 128), (128, 128), (128, 256), (256, 128)]
@@ -169,10 +169,73 @@ def _follows_the_waves(choose_mode, what, M, N, K) -> None:
     else:
         why = (f"there {tiles} Triton tiles of 128 x 256 fill their {plural(waves, 'wave')} of 132 (the last "
                f"{last:.0%} full), where the Gluon kernel is the slower one")
+    fits = (" A rule that names the record's shapes (by ranges, remainders or a table of sizes) fits its rows, not "
+            "the waves." if _names_sizes(choose_mode) else "")
     raise Failed(f"choose_mode({M}, {N}, {K}, {_NEAR_TILE}), {what} (not in the record), returned {mode!r}: your "
-                  f"rule does not follow the waves off the record: {why}. A rule that names the record's shapes (by "
-                  "ranges, remainders or a table of sizes) fits its rows, not the waves: decide from the tile counts "
-                  "and how full the last wave is")
+                  f"rule does not follow the waves off the record: {why}.{fits} Decide from the tile counts and how "
+                  "full the last wave is")
+
+
+def _names_sizes(choose_mode) -> bool:
+    """Whether the rule's own source names sizes: M, N or K between two numbers (``1500 < M < 1600``, or
+    ``M > 400 and M < 600``), a remainder of one by a size (``M % 1024``), a string of them looked up
+    (``f"{M}x{N}" in TABLE``), or any value looked up in a collection of numbers or compared equal to a number
+    of 16 or more (``tiles in (72, 96)``, ``tiles == 561``). A threshold on a count of tiles or on how full a wave
+    is names no size."""
+    fn = inspect.unwrap(choose_mode)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        params = list(inspect.signature(fn).parameters)[:3]
+    except (OSError, TypeError, SyntaxError, IndentationError, ValueError):
+        return False
+    globals_ = getattr(fn, "__globals__", {})
+
+    def number(node, least=2):
+        return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
+            not isinstance(node.value, bool) and abs(node.value) >= least
+
+    def sized(node):  # a number other than 0 and 1, or arithmetic on numbers only (132 * 3)
+        if isinstance(node, ast.BinOp):
+            return (sized(node.left) or number(node.left, 0)) and (sized(node.right) or number(node.right, 0)) \
+                and (sized(node.left) or sized(node.right))
+        return number(node)
+
+    def param(node):  # M itself, or a string made of M, N, K
+        if isinstance(node, ast.Name):
+            return node.id in params
+        return isinstance(node, ast.JoinedStr) and any(isinstance(n, ast.Name) and n.id in params
+                                                       for n in ast.walk(node))
+
+    def table(node):  # a collection of numbers, written out or held in a global
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return sum(number(e) for e in node.elts) >= 2
+        return isinstance(node, ast.Name) and isinstance(globals_.get(node.id), (set, frozenset, list, tuple, dict))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and param(node.left) and number(node.right, 16):
+            return True
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if len(sides) >= 3 and any(param(x) for x in sides[1:-1]) and sized(sides[0]) and sized(sides[-1]):
+                return True
+            for op, a, b in zip(node.ops, sides, sides[1:]):
+                if isinstance(op, (ast.In, ast.NotIn)) and (param(a) or isinstance(a, ast.Name)) and table(b):
+                    return True
+                if isinstance(op, (ast.Eq, ast.NotEq)) and ((isinstance(a, ast.Name) and number(b, 16))
+                                                           or (isinstance(b, ast.Name) and number(a, 16))):
+                    return True
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            bounds = {}
+            for v in node.values:
+                if isinstance(v, ast.Compare) and len(v.ops) == 1 and isinstance(v.ops[0], (ast.Lt, ast.LtE, ast.Gt,
+                                                                                              ast.GtE)):
+                    a, b = v.left, v.comparators[0]
+                    name = a.id if param(a) and sized(b) else (b.id if param(b) and sized(a) else None)
+                    if isinstance(name, str):
+                        bounds[name] = bounds.get(name, 0) + 1
+            if any(n >= 2 for n in bounds.values()):
+                return True
+    return False
 
 
 def _mode_of(choose_mode, M, N, K, tile, beyond=False) -> str:
@@ -183,11 +246,13 @@ def _mode_of(choose_mode, M, N, K, tile, beyond=False) -> str:
         try:
             mode = choose_mode(M, N, K, tile)
         except Exception as err:
+            if seen:  # what it called is the first thing wrong, whatever that call raised
+                raise Failed(f"choose_mode calls {seen[0]}: {_CALLED[seen[0]]}") from None
             if beyond:
                 raise Failed(f"{call}, a shape beyond the record, raised {type(err).__name__}: {err}. Your rule "
                               "passes the record: make it work for any product (one token, a tiny or a huge "
                               "dimension)") from None
-            raise user_error(call, err) from None
+            raise _host_error(call, choose_mode, err) from None
     if seen:
         raise Failed(f"choose_mode calls {seen[0]}: {_CALLED[seen[0]]}")
     if not isinstance(mode, str):
@@ -198,6 +263,26 @@ def _mode_of(choose_mode, M, N, K, tile, beyond=False) -> str:
     if mode not in _MODES:
         raise Failed(f"{call} returned {mode!r}: return one of {', '.join(repr(m) for m in _MODES)}")
     return str(mode)
+
+
+def _host_error(call: str, fn, err: Exception) -> Failed:
+    """``user_error`` for an error raised in host code (a plain Python function): the line of the learner's
+    function it came from, and for a missing attribute a hint about host code, not a kernel's."""
+    import traceback
+
+    failed = user_error(call, err)
+    text = str(failed).split("\n  hint:")[0]
+    try:
+        source_file = inspect.getsourcefile(inspect.unwrap(fn))
+    except TypeError:
+        source_file = None
+    theirs = [f for f in traceback.extract_tb(err.__traceback__) if source_file and f.filename == source_file]
+    where = f"\n    at: {theirs[-1].line.strip()}" if theirs and theirs[-1].line else ""
+    if isinstance(err, AttributeError):
+        return Failed(f"{text}{where}\n  hint: an object has no such attribute: a misspelt name, or an object of "
+                      "another kind than the code expects (tile is a tuple, (block_m, block_n))")
+    hint = str(failed)[len(text):]
+    return Failed(f"{text}{where}{hint}")
 
 
 _CALLED = {
@@ -350,7 +435,8 @@ def check_feed_forward(ffn_up_kernel, feed_forward) -> str:
     programs: one tile, whole tiles, ragged M, N and K, large pre-activations, pre-activations near +-1,
     every operand strided (the output too), exact inputs so the result must be float32-exact (within
     notebook 08's gelu tolerance); then ``feed_forward(x, w1, b1, w2, b2)``, ``gelu(x @ w1.T + b1) @
-    w2.T + b2`` in float16, at one token, a ragged strided batch and a random shape, against float64:
+    w2.T + b2`` in float16, at one token, a ragged strided batch, a shape with more tiles than SMs and a
+    random shape, against float64:
     the first launch of the kernel checked before it runs (tensors, h's dtype and shape, sizes, strides,
     EVEN_K, programs against NUM_SMS), exactly two kernels (the learner's, then a GEMM with its bias), no
     torch arithmetic, fill or copy, no course helper that does it all."""
@@ -563,13 +649,15 @@ def _diagnose_holes(what, missing, x, w, b, h) -> None:
     empty, stored = per_tile(True).all(dim=1), ~per_tile(False).any(dim=1)
     if bool((empty | stored).all()) and int(stored.sum()) <= _PROGRAMS < tiles_m * tiles_n:
         raise Failed(f"on {what}: only {plural(int(stored.sum()), 'tile')} of {tiles_m * tiles_n} were stored, at most "
-                      f"one per program (the check runs {_PROGRAMS}): each program loops over every tile that "
-                      "ScheduleContext.persistent_tile_range gives it")
+                      f"one per program (the check runs {_PROGRAMS}): each program loops over all its tiles, pid, "
+                      "pid + NUM_SMS, ... (with the stages: every tile ScheduleContext.persistent_tile_range gives "
+                      "it)")
     rows, cols = missing.all(dim=1), missing.all(dim=0)
     if rows.any() and torch.equal(missing, rows[:, None].expand_as(missing)) or \
             cols.any() and torch.equal(missing, cols[None, :].expand_as(missing)):
-        raise Failed(f"on {what}: whole rows or columns of H were never stored: check the sizes you give "
-                      "ScheduleContext and the output view (M rows, N columns, K the shared dimension)")
+        raise Failed(f"on {what}: whole rows or columns of H were never stored: every tile id must become its own "
+                      "(row, column) of tiles, over cdiv(M, BLOCK_M) x cdiv(N, BLOCK_N) (with the stages: the sizes "
+                      "you give ScheduleContext and the output view, M rows, N columns, K the shared dimension)")
     wrong = _strides_that_store(missing.cpu(), x, w, b, h)
     if wrong is not None:
         (sm, sn), whose = wrong
@@ -577,9 +665,9 @@ def _diagnose_holes(what, missing, x, w, b, h) -> None:
                       f"that were made land where strides ({sm}, {sn}){f' ({whose})' if whose else ''} put "
                       "them, not H's: build H's output view (or the store's addresses) from H's own strides, "
                       "stride_hm and stride_hn")
-    raise Failed(f"on {what}: {int(missing.sum())} of {M * N} elements of H were never stored: take every tile that "
-                  f"ScheduleContext.persistent_tile_range gives this program (the check runs "
-                  f"{plural(_PROGRAMS, 'program')}) and store all of it")
+    raise Failed(f"on {what}: {int(missing.sum())} of {M * N} elements of H were never stored: each program takes "
+                  f"every one of its tiles (pid, pid + NUM_SMS, ...; the check runs {plural(_PROGRAMS, 'program')}; "
+                  "with the stages, ScheduleContext.persistent_tile_range gives them) and stores all of it")
 
 
 def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
@@ -593,6 +681,9 @@ def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
         (lambda: pre, "the GELU is missing: apply it to the tile after adding the bias, before the store"),
         (lambda: torch.relu(pre), "that is a ReLU: the block's activation is GELU (the tanh form of notebook 08)"),
         (lambda: f.silu(pre), "that is SiLU: the block's activation is GELU (the tanh form of notebook 08)"),
+        (lambda: pre * torch.sigmoid(1.702 * pre), "that is not GELU's tanh form but its sigmoid approximation, "
+                                                   "x σ(1.702 x), which differs from it by up to 0.02: the block uses "
+                                                   "0.5 x (1 + tanh(...)) of notebook 08"),
         (lambda: _gelu64(pre - bd), "the bias is missing: add B (one value per column of H) to the accumulator "
                                     "before the GELU"),
         (lambda: _gelu64(pre - bd) + bd, "the bias is added after the GELU: add it first, then apply GELU to the "
@@ -612,8 +703,9 @@ def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
     truncated = (K // _BK) * _BK
     if K % _BK:
         candidates.append((lambda: _gelu64(xd[:, :truncated] @ wd[:, :truncated].T + bd),
-                           "the last, partial step of K is missing or zero: tell GemmContext whether K is a multiple "
-                           "of BLOCK_K (even_k=EVEN_K)"))
+                           "the last, partial step of K is missing or zero: the loop over K must reach K, its last "
+                           "step masked where K is no multiple of BLOCK_K (with the stages: tell GemmContext whether "
+                           "it is, even_k=EVEN_K)"))
     if b.stride(0) != 1:
         flat = _strided_as(b, (N,), (1,))
         if flat is not None:
@@ -630,6 +722,12 @@ def _diagnose_up(what, x, w, b, h, xd, wd, bd, pre, ref, out) -> None:
                       f"at a pre-activation of {float(pre.flatten()[worst]):.4g}, where a sound formula stays within "
                       f"{_GELU_TOL / 2.0 ** -24:.0f}: is one of GELU's constants short of digits (write each in full), "
                       "or a step computed in 16 bits?")
+    if _within(out, ref, 0.05) and not _within(out, ref, 2.0 ** -9):  # some activation near GELU
+        worst = int(torch.argmax((out - ref).abs() / ref.abs().clamp(min=1.0)))
+        raise Failed(f"on {what}: close to GELU (off by {float((out - ref).flatten()[worst].abs()):.2g} at a "
+                      f"pre-activation of {float(pre.flatten()[worst]):.4g}), but not GELU's tanh form: another "
+                      "approximation, or a constant that is wrong, not just short of digits. The block uses the tanh "
+                      "form of notebook 08, in float32")
     if "strided" in what:  # right on every contiguous case before it
         raise Failed(f"on {what}: wrong values, where the contiguous cases were right: build each view from the "
                       "stride arguments you are given (stride_xm, stride_xk, stride_wn, stride_wk, stride_b, "
@@ -662,16 +760,24 @@ def _each_program_its_own_tiles(kernel) -> None:
     written = (~torch.isnan(h)).cpu().view(2, _BM, 2, _BN).all(dim=3).all(dim=1).flatten().tolist()
     if sum(written) > 2:
         raise Failed("right, but each program computes tiles that belong to other programs: with NUM_SMS programs, "
-                      "program pid takes only the tile ids of persistent_tile_range (pid, pid + NUM_SMS, ...), with "
-                      "NUM_SMS given to GemmContext")
+                      "program pid takes only the tile ids pid, pid + NUM_SMS, ... (with the stages: those of "
+                      "persistent_tile_range, with NUM_SMS given to GemmContext)")
 
 
 def _block_shapes():
-    """(what, M, d, hidden, strided) of each feed_forward case, smallest first; the last one random."""
+    """(what, M, d, hidden, strided) of each feed_forward case, smallest first; the last one random. The third has
+    more tiles than ``gemm.sm_count()`` (4 under the interpreter, 132 on an H100) even at 64 x 64: a launch of one
+    program per tile, or of fewer programs than NUM_SMS, shows there (K small: it is about the programs)."""
+    from course import gemm
+
     rng = random.Random()
     M, d, hidden = rng.randint(2, 24), rng.randint(16, 48), rng.randint(16, 64)
+    sms = gemm.sm_count()
+    wide = 64 * (sms // 2 + 1) + 8  # 2 x (sms // 2 + 2) tiles of 64 x 64 with M = 80
     return [("one token (M = 1, d = 24, hidden = 48)", 1, 24, 48, False),
             ("a ragged batch, every input strided (M = 21, d = 40, hidden = 56)", 21, 40, 56, True),
+            (f"more tiles than SMs (M = 80, d = 16, hidden = {wide}: more than {sms} tiles even at 64 x 64)", 80, 16,
+             wide, False),
             (f"a random shape (M = {M}, d = {d}, hidden = {hidden})", M, d, hidden, False)]
 
 

@@ -8,7 +8,16 @@ import pytest
 import course
 from course import exercises, solutions, tiled
 
-from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, stub, stub_kernel, variant
+from catalogue import (
+    assert_survives,
+    assert_wrong_answers_named,
+    edited_source,
+    interpreter_only,
+    quiet,
+    stub,
+    stub_kernel,
+    variant,
+)
 
 
 def _module(tmp_path, name: str, source: str):
@@ -130,6 +139,11 @@ TRANSPOSE_WRONG = {  # label: (edits, words its message must contain)
     "columns masked with M": ([(_MASK, "mask = (rows[:, None] < M) & (cols[None, :] < M)")],
                               "compares x's columns with M"),
     "rows masked with N": ([(_MASK, "mask = (rows[:, None] < N) & (cols[None, :] < N)")], "compares x's rows with N"),
+    # from the second review
+    "no column mask (a condition that always holds)": ([(_MASK, "mask = (rows[:, None] < M) & (cols[None, :] >= 0)")],
+                                                       "does not check x's columns"),
+    "no row mask (a condition that always holds)": ([(_MASK, "mask = (rows[:, None] >= 0) & (cols[None, :] < N)")],
+                                                    "does not check x's rows"),
 }
 SAME_MISTAKE = ("torch copies, no kernel", "torch fixes the kernel's output", "stores into x",
                 "x and out swapped in the launch")
@@ -223,6 +237,7 @@ _MROWS = "rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)"
 _MCOLS = "cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)"
 _LOOP = "for k in range(0, K, BLOCK_K):"
 _DOT = "acc = tl.dot(a, b, acc)"
+_ACC = "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
 
 
 def _matmul(tmp_path, name, *edits):
@@ -309,6 +324,25 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
                                   "read 8 elements outside B" if course.INTERPRET else "masks its columns with M"),
     "range(0, K - BLOCK_K, BLOCK_K)": ([(_LOOP, "for k in range(0, K - BLOCK_K, BLOCK_K):")],
                                        "stops one step short"),
+    # from the second review
+    "range(0, K - 1, BLOCK_K)": ([(_LOOP, "for k in range(0, K - 1, BLOCK_K):")], "one element long here, is missing"),
+    "columns counted with BLOCK_M": ([(_MCOLS, _MCOLS.replace("arange(0, BLOCK_N)", "arange(0, BLOCK_M)")),
+                                      (_ACC, _ACC.replace("(BLOCK_M, BLOCK_N)", "(BLOCK_M, BLOCK_M)"))],
+                                     "columns are counted with BLOCK_M"),
+    "rows counted with BLOCK_N": ([(_MROWS, _MROWS.replace("arange(0, BLOCK_M)", "arange(0, BLOCK_N)")),
+                                   (_ACC, _ACC.replace("(BLOCK_M, BLOCK_N)", "(BLOCK_N, BLOCK_N)"))],
+                                  "rows are counted with BLOCK_N"),
+    "rows and columns sized the other way round": (
+        [(_MROWS, _MROWS.replace("arange(0, BLOCK_M)", "arange(0, BLOCK_N)")),
+         (_MCOLS, _MCOLS.replace("arange(0, BLOCK_N)", "arange(0, BLOCK_M)")),
+         (_ACC, _ACC.replace("(BLOCK_M, BLOCK_N)", "(BLOCK_N, BLOCK_M)"))], "the other way round"),
+    "rows counted with BLOCK_N, the accumulator kept": ([(_MROWS, _MROWS.replace("arange(0, BLOCK_M)",
+                                                                                 "arange(0, BLOCK_N)"))],
+                                                        "does not have the accumulator's shape"),
+    # a GPU may give garbage in the masked-off lanes; under the interpreter the check gives NaN there
+    "loads without other=": ([(_A_MASK, _A_MASK.replace(", other=0.0", "")),
+                              (_B_MASK, _B_MASK.replace(", other=0.0", ""))], "other="),
+    "A's load without other=": ([(_A_MASK, _A_MASK.replace(", other=0.0", ""))], "other="),
 }
 
 
@@ -328,7 +362,8 @@ def test_matmul_kernel_wrong_answers_get_their_own_messages(tmp_path):
              if course.INTERPRET or label not in SEEN_ONLY_BY_THE_INTERPRETER}
     assert_wrong_answers_named(exercises.check_matmul_kernel, table,
                                same_mistake=("store mask with N and M swapped", "columns masked with M",
-                                             "a * b, summed", "a sum of broadcast products, no tl.dot"))
+                                             "a * b, summed", "a sum of broadcast products, no tl.dot",
+                                             "loads without other=", "A's load without other="))
 
 
 _TUTORIAL = '''
@@ -428,7 +463,9 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
      "outside every tensor"),
     ("a store far outside C", [(_C, _C.replace("stride_cn", "stride_cn * 100000")),
                                (",\n             " + _C_MASK, ")")], "outside every tensor"),
-    ("a while loop that never advances", [(_LOOP, "k = 0\n    while k < K:")], "gave up"),
+    # the learner's review: a notebook cell timed out first (90 s); the check gives up after core.TIME_LIMIT_S
+    pytest.param("a while loop that never advances", [(_LOOP, "k = 0\n    while k < K:")], "gave up",
+                 marks=interpreter_only),
 ])
 def test_a_matmul_that_strays_or_hangs_ends_with_one_line(label, edits, words):
     words = _on_this_machine(words)
@@ -452,3 +489,13 @@ def test_a_wrong_transpose_is_launched_once_on_the_first_case(tmp_path):
     with exercises.launches() as seen:
         verdict = quiet(exercises.check_transpose, transpose)
     assert verdict.message.startswith("on whole tiles") and seen.kernels == [("transpose_kernel", 6)]
+
+
+def test_answers_that_are_or_call_the_reference_are_refused(monkeypatch):
+    """In a notebook (REFUSE_REFERENCE on, as there), the reference solution itself is no answer."""
+    monkeypatch.setattr(exercises.core, "REFUSE_REFERENCE", True)
+    verdict = quiet(exercises.check_matmul_kernel, solutions.matmul_kernel)
+    assert verdict.status == "failed" and "course.solutions.matmul_kernel" in verdict.message, verdict.line
+    verdict = quiet(exercises.check_transpose, lambda x, out, block_m, block_n:
+                    solutions.transpose(x, out, block_m, block_n))
+    assert verdict.status == "failed" and "reference solution (course.solutions" in verdict.message, verdict.line

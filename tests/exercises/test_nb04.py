@@ -1,6 +1,7 @@
 """The catalogue of notebook 04's exercises: the reference passes, each typical wrong answer gets its own message
 (without the answer), correct alternatives pass, and no check crashes."""
 
+import functools
 import importlib.util
 import textwrap
 
@@ -155,6 +156,11 @@ WAVE_BLOCKS_WRONG = {  # label: (wave_blocks, words its message must contain)
     "raises": (numpy_size_as_len, "raised TypeError"),
     "no return": (forgets_return, "returned None"),
     "wrong signature": (lambda pid_m, sms: [], "must take 3 arguments"),
+    # the second review: the course's helpers given under the exercise's name
+    "is tiled.wave_footprint": (tiled.wave_footprint, "wave_blocks is the course's own tiled.wave_footprint"),
+    "is tiled.waves_footprint": (tiled.waves_footprint, "wave_blocks is the course's own tiled.waves_footprint"),
+    "a partial of tiled.wave_footprint": (functools.partial(tiled.wave_footprint),
+                                          "wave_blocks is the course's own tiled.wave_footprint"),
 }
 
 
@@ -167,7 +173,8 @@ def test_wave_blocks_reference_passes_and_the_stub_is_not_attempted():
 def test_wave_blocks_each_wrong_answer_gets_its_own_message():
     assert_wrong_answers_named(exercises.check_wave_blocks, WAVE_BLOCKS_WRONG,
                                same_mistake=("a set of tensor elements", "distinct tiles for both",
-                                             "every program counted"))
+                                             "every program counted", "is tiled.wave_footprint",
+                                             "a partial of tiled.wave_footprint"))
 
 
 def test_wave_blocks_blames_a_set_of_tensors_only_where_no_tolist_was_used():
@@ -341,9 +348,24 @@ def test_grouped_tile_each_wrong_answer_gets_its_own_message(tmp_path):
         def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
             return solutions.grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
         """, "grouped_tile"), "which is the answer")
+    # the second review: the course's own mapping given under the exercise's name (grouped_tile = tiled.grouped_tile)
+    table["is tiled.grouped_tile"] = (tiled.grouped_tile, "grouped_tile is the course's own tiled.grouped_tile")
+    table["is tiled.swizzled_tile"] = (tiled.swizzled_tile, "grouped_tile is the course's own tiled.swizzled_tile")
     assert_wrong_answers_named(exercises.check_grouped_tile, table,
                                same_mistake=("tl.swizzle2d", "swizzle2d imported by name", "swizzle2d in a helper",
                                              "tiled.grouped_tile", "solutions.grouped_tile"))
+
+
+def test_answers_that_are_the_reference_are_refused(monkeypatch):
+    """In a notebook (REFUSE_REFERENCE on, as there), the reference solution itself is no answer."""
+    monkeypatch.setattr(exercises.core, "REFUSE_REFERENCE", True)
+    for check, answer in ((exercises.check_grouped_tile, solutions.grouped_tile),
+                          (exercises.check_wave_blocks, solutions.wave_blocks),
+                          (exercises.check_wave_blocks, lambda pid_m, pid_n, sms: solutions.wave_blocks(pid_m, pid_n,
+                                                                                                         sms))):
+        verdict = quiet(check, answer)
+        assert verdict.status == "failed" and ("reference solution (course.solutions" in verdict.message or
+                                               "calls the solution" in verdict.message), verdict.line
 
 
 def test_grouped_tile_hints_at_integer_division_only_where_a_true_division_was_written(tmp_path):

@@ -56,6 +56,15 @@ def as_a_dict(M, N, block_m, block_n, sms):
     return {"tiles": tiles, "waves": math.ceil(tiles / sms), "idle": (-tiles) % sms}
 
 
+def float_counts(M, N, block_m, block_n, sms):  # right, but floats
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+    waves = math.ceil(tiles / sms)
+    return float(tiles), float(waves), float(waves * sms - tiles)
+
+
+lambda_around_waves = lambda M, N, block_m, block_n, sms: tiled.waves(M, N, block_m, block_n, sms)  # noqa: E731
+
+
 WAVES_WRONG = {
     "calls tiled.waves": (calls_tiled_waves, "calls the course's tiled.waves"),
     "calls waves imported by name": (calls_waves_by_name, "calls the course's tiled.waves"),
@@ -86,6 +95,11 @@ WAVES_WRONG = {
                          "one tile short"),
     "132 SMs whatever sms says": (_waves(waves=lambda t, sms: -(-t // 132), idle=lambda t, sms: (-t) % 132),
                                   "that is the count for 132 SMs"),
+    # the second review
+    "is tiled.waves": (tiled.waves, "wave_count is the course's own tiled.waves"),
+    "a partial of tiled.waves": (functools.partial(tiled.waves), "wave_count is the course's own tiled.waves"),
+    "a lambda around tiled.waves": (lambda_around_waves, "calls the course's tiled.waves"),
+    "right, but floats": (float_counts, "is a float; tiles, waves and idle SMs are counts"),
 }
 
 
@@ -96,7 +110,9 @@ def test_wave_count_reference_passes_and_the_stub_is_not_attempted():
 
 def test_wave_count_each_wrong_answer_gets_its_own_message():
     assert_wrong_answers_named(exercises.check_wave_count, WAVES_WRONG,
-                               same_mistake=("calls tiled.waves", "calls waves imported by name"))
+                               same_mistake=("calls tiled.waves", "calls waves imported by name",
+                                             "a lambda around tiled.waves", "is tiled.waves",
+                                             "a partial of tiled.waves"))
 
 
 def with_math_ceil(M, N, block_m, block_n, sms):  # its variable waves is not the global tiled.waves
@@ -116,8 +132,14 @@ def test_wave_count_misdiagnoses_of_the_review_are_gone():
         assert "round up" not in message and "with block_m) and along N" not in message, (label, message)
 
 
+def with_tensors(M, N, block_m, block_n, sms):  # 0-d integer tensors: whole numbers in another form
+    tiles = torch.tensor(-(-M // block_m)) * torch.tensor(-(-N // block_n))
+    waves = (tiles + sms - 1) // sms
+    return tiles, waves, waves * sms - tiles
+
+
 def test_wave_count_correct_alternatives_pass():
-    for answer in (with_math_ceil, with_numpy):
+    for answer in (with_math_ceil, with_numpy, with_tensors):
         assert quiet(exercises.check_wave_count, answer).passed, answer.__name__
 
 
@@ -234,6 +256,32 @@ def calls_the_prune_solution(configs, named_args, shared_limit, sms, min_fill, *
     return solutions.prune_configs(configs, named_args, shared_limit, sms, min_fill)
 
 
+def unpacks_tiled_waves(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    size = named_args["a_ptr"].element_size()
+    fit = [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages, element_bytes=size) <= shared_limit]
+    full = []
+    for c in fit:
+        tiles, waves, _ = tiled.waves(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)
+        if tiles / (waves * sms) >= min_fill:
+            full.append(c)
+    return full or fit
+
+
+def unpacks_its_own_wave_count(configs, named_args, shared_limit, sms, min_fill, **kwargs):
+    def wave_count(M, N, block_m, block_n, sms):
+        tiles = -(-M // block_m) * -(-N // block_n)
+        return tiles, -(-tiles // sms), (-tiles) % sms
+
+    size = named_args["a_ptr"].element_size()
+    fit = [c for c in configs if tiled.shared_bytes(*_blocks(c), c.num_stages, element_bytes=size) <= shared_limit]
+    full = []
+    for c in fit:
+        tiles, waves = wave_count(named_args["M"], named_args["N"], *_blocks(c)[:2], sms)
+        if tiles / (waves * sms) >= min_fill:
+            full.append(c)
+    return full or fit
+
+
 PRUNE_WRONG = {  # label: (prune_configs, words its message must contain)
     "shared memory ignored": (_pruner(fits=lambda need, limit: True), "whatever shared memory they need"),
     "one stage only": (_pruner(shared=lambda c, size: (lambda bm, bn, bk: (bm * bk + bk * bn) * size)(*_blocks(c))),
@@ -284,6 +332,15 @@ PRUNE_WRONG = {  # label: (prune_configs, words its message must contain)
                                                                              + bm * bn) * size)(*_blocks(c))),
                          "the shared memory adds a BLOCK_M x BLOCK_N tile of C: only"),
     "wrong signature": (lambda configs, named_args: configs, "must take 5 arguments"),
+    # the second review
+    "the fill rounded to one decimal": (_pruner(fill=lambda t, sms: round(t / (-(-t // sms) * sms), 1)),
+                                        "the fill is rounded before it is compared with min_fill"),
+    "the fill rounded to two decimals": (_pruner(fill=lambda t, sms: round(t / (-(-t // sms) * sms), 2)),
+                                         "the fill is rounded before it is compared with min_fill"),
+    "tiled.waves unpacked as a tuple": (unpacks_tiled_waves, "tiled.waves returns a dict"),
+    "its own wave_count unpacked into two names": (unpacks_its_own_wave_count,
+                                                   "the values unpacked from wave_count(...) are not as many"),
+    "is tiled.waves": (tiled.waves, "prune_configs is the course's own tiled.waves"),
 }
 
 
@@ -294,7 +351,25 @@ def test_prune_configs_reference_passes_and_the_stub_is_not_attempted():
 
 def test_prune_configs_each_wrong_answer_gets_its_own_message():
     assert_wrong_answers_named(exercises.check_prune_configs, PRUNE_WRONG,
-                               same_mistake=("shared memory ignored", "the fill alone, with tiled.waves"))
+                               same_mistake=("shared memory ignored", "the fill alone, with tiled.waves",
+                                             "the fill rounded to one decimal", "the fill rounded to two decimals"))
+
+
+def test_no_unpacking_error_blames_the_learner_s_own_return():
+    for label in ("tiled.waves unpacked as a tuple", "its own wave_count unpacked into two names"):
+        message = quiet(exercises.check_prune_configs, PRUNE_WRONG[label][0]).message
+        assert "return exactly two" not in message, (label, message)
+
+
+def test_answers_that_are_the_reference_are_refused(monkeypatch):
+    """In a notebook (REFUSE_REFERENCE on, as there), the reference solution itself is no answer."""
+    monkeypatch.setattr(exercises.core, "REFUSE_REFERENCE", True)
+    for check, answer in ((exercises.check_prune_configs, solutions.prune_configs),
+                          (exercises.check_wave_count, solutions.wave_count)):
+        verdict = quiet(check, answer)
+        assert verdict.status == "failed" and "reference solution (course.solutions" in verdict.message, verdict.line
+    verdict = quiet(exercises.check_prune_configs, calls_the_prune_solution)
+    assert verdict.status == "failed" and "solution" in verdict.message, verdict.line
 
 
 def test_prune_configs_misdiagnoses_of_the_review_are_gone():

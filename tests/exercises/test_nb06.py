@@ -6,9 +6,16 @@ import textwrap
 
 import pytest
 
-from course import exercises, solutions
+from course import exercises, runtime, solutions
 
-from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, variant
+from catalogue import (
+    assert_survives,
+    assert_wrong_answers_named,
+    edited_source,
+    interpreter_only,
+    quiet,
+    variant,
+)
 
 
 def _module(tmp_path, name, source):
@@ -30,6 +37,7 @@ _MAP = "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)"
 _GRID_N = "num_pid_n = tl.cdiv(N, BLOCK_N)"
 _GRID_M = "num_pid_m = tl.cdiv(M, BLOCK_M)"
 _LOG = "log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)"
+_SIZES = "pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K)"
 _STRIDES = "stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,\n                    pid_m"
 PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_kernel, words its message must contain)
     "num_pid_n from BLOCK_M": ([(_GRID_N, "num_pid_n = tl.cdiv(N, BLOCK_M)")], "num_pid_n divides N by BLOCK_M"),
@@ -72,6 +80,16 @@ PERSISTENT_WRONG = {  # label: (edits of course.persistent.persistent_matmul_ker
                                     "num_tiles must be num_pid_m * num_pid_n"),
     "GROUP_M hard-coded": ([(_MAP, "pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, 8)")],
                            "not given the kernel's GROUP_M"),
+    # the second review: passed (BLOCK_K) / misdiagnosed (the step, the start)
+    "BLOCK_K hard-coded": ([(_SIZES, _SIZES.replace("BLOCK_K)", "32)"))], "not given the kernel's BLOCK_K"),
+    "BLOCK_M for BLOCK_K": ([(_SIZES, _SIZES.replace("BLOCK_K)", "BLOCK_M)"))],
+                            "passes BLOCK_M where it takes BLOCK_K"),
+    "step 4": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles, 4):")],
+               "the loop's step must be the number of programs"),
+    "step NUM_PROGRAMS - 1": ([(_LOOP, "for tile_id in tl.range(pid, num_tiles, NUM_PROGRAMS - 1):")],
+                              "the loop's step must be the number of programs"),
+    "start at pid * NUM_PROGRAMS": ([(_LOOP, "for tile_id in tl.range(pid * NUM_PROGRAMS, num_tiles, NUM_PROGRAMS):")],
+                                    "starts at tile id pid * NUM_PROGRAMS"),
 }
 def _pieces():
     from course import persistent, tiled
@@ -87,7 +105,7 @@ def test_each_wrong_persistent_loop_gets_its_own_message(tmp_path):
     table = {label: (variant(tmp_path, f"persistent_{i}", _pieces(), *edits), words)
              for i, (label, (edits, words)) in enumerate(PERSISTENT_WRONG.items())}
     assert_wrong_answers_named(exercises.check_persistent_loop, table,
-                               same_mistake=("past the grid", "swapped sizes"))
+                               same_mistake=("past the grid", "swapped sizes", "step 4", "step NUM_PROGRAMS - 1"))
 
 
 _KERNEL_HEAD = """
@@ -108,6 +126,31 @@ _BODY = """
         if LOG:
             log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)
 """
+# a tile written inline instead of matmul_tile (the second review): ACC the accumulator's dtype, SUM its update
+_INLINE = """
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        ks = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+        for k0 in range(0, K, BLOCK_K):
+            a = tl.load(a_ptr + rows[:, None] * stride_am + (k0 + ks)[None, :] * stride_ak,
+                        mask=(rows[:, None] < M) & (k0 + ks[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + (k0 + ks)[:, None] * stride_bk + cols[None, :] * stride_bn,
+                        mask=(k0 + ks[:, None] < K) & (cols[None, :] < N), other=0.0)
+            acc = SUM
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+        if LOG:
+            log_tile(log_ptr, tile_id, pid_m, pid_n, num_tiles, num_pid_n)
+"""
+
+
+def _inline(acc, total):
+    return (_KERNEL_HEAD + "    for tile_id in range(pid, num_tiles, NUM_PROGRAMS):\n"
+            "        pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)" +
+            _INLINE.replace("ACC", acc).replace("SUM", total))
+
+
 PERSISTENT_RIGHT = {
     "a plain range": _KERNEL_HEAD + "    for tile_id in range(pid, num_tiles, NUM_PROGRAMS):" + _BODY,
     "a while loop": _KERNEL_HEAD + "    tile_id = pid\n    while tile_id < num_tiles:" + _BODY
@@ -120,6 +163,7 @@ PERSISTENT_RIGHT = {
         matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                     pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K)
 """,
+    "a tile of its own, acc + tl.dot": _inline("tl.float32", "acc + tl.dot(a, b)"),
     "keywords in another order": _KERNEL_HEAD + """
     for tile_id in range(pid, num_tiles, NUM_PROGRAMS):
         pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
@@ -137,6 +181,12 @@ def test_other_right_persistent_loops_pass(tmp_path, label):
     kernel = _module(tmp_path, "right_loop", PERSISTENT_RIGHT[label]).persistent_matmul_kernel
     verdict = quiet(exercises.check_persistent_loop, kernel)
     assert verdict.passed, verdict.line
+
+
+def test_a_float16_accumulator_of_its_own_is_caught_on_a_long_k(tmp_path):
+    kernel = _module(tmp_path, "fp16_sum", _inline("tl.float16", "(acc + tl.dot(a, b)).to(tl.float16)"))
+    verdict = quiet(exercises.check_persistent_loop, kernel.persistent_matmul_kernel)
+    assert verdict.status == "failed" and "times less precise than float16 allows" in verdict.message, verdict.line
 
 
 def test_a_loop_that_calls_the_courses_kernel_is_refused(tmp_path):
@@ -183,7 +233,8 @@ def _survives(tmp_path, check, source, argument, *words, time_limit_s=15):
                          ("mask=((k + ks)[:, None] < K) & (cols[None, :] < N), other=0.0", ""),
                          ("c,\n             mask=(rows[:, None] < M) & (cols[None, :] < N)", "c")], "outside C"),
     ("tiles counted in elements", [("num_tiles = num_pid_m * num_pid_n", "num_tiles = M * N")], "log"),
-    ("an endless while loop", [(_LOOP, "tile_id = pid\n    while tile_id < num_tiles:")], "gave up"),
+    pytest.param("an endless while loop", [(_LOOP, "tile_id = pid\n    while tile_id < num_tiles:")], "gave up",
+                 marks=interpreter_only),
 ])
 def test_crash_prone_persistent_loops_end_in_one_line(tmp_path, label, edits, words):
     _survives(tmp_path, "check_persistent_loop", _persistent_source(*edits), "persistent_matmul_kernel", words)
@@ -299,6 +350,22 @@ def test_other_right_chiplet_remaps_pass(tmp_path, label):
     assert verdict.passed, verdict.line
 
 
+@pytest.mark.skipif(not runtime.INTERPRET, reason="compiled, a loop counter is a tensor and its comparison has .to()")
+def test_a_comparison_of_constexprs_with_to_gets_its_own_hint(tmp_path):
+    """The second review: with the sizes as constexprs, (x < r).to(tl.int32) is a Python bool's .to."""
+    body = """
+        xcd = pid % num_xcds
+        start = pid * 0
+        for x in range(0, num_xcds):
+            start += tl.where(x < xcd, num_sms // num_xcds + (x < num_sms % num_xcds).to(tl.int32), 0)
+        return start + pid // num_xcds
+        """
+    verdict = quiet(exercises.check_chiplet_remap, _remap(tmp_path, "bool_to", body))
+    assert verdict.status == "failed" and "a Python bool, which has no .to()" in verdict.message, verdict.line
+    assert "misspelt" not in verdict.message, verdict.line
+
+
+@interpreter_only
 def test_a_chiplet_remap_that_never_ends_is_stopped():
     source = _REMAP.format(body="    i = pid\n    while i >= 0:\n        i = i * 1\n    return i")
     assert_survives("check_chiplet_remap", source, "chiplet_remap", "gave up", time_limit_s=10)

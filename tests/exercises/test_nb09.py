@@ -42,15 +42,24 @@ SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contai
                                              (_END, "end = start + base + (pid == 0).to(tl.int32) * extra")],
                                             "as evenly as possible"),
     "returns end, start": ([("return start, end", "return end, start")], "wrong way round"),
+    # the review: a float division turned back into an int is right here, but a GPU divides floats approximately
+    "int() of a true division": ([(_START, "start = int(pid * total / sharers)"),
+                                  (_END, "end = int((pid + 1) * total / sharers)")], "divides with /"),
+    "a true division cast to int32": ([(_START, "start = (pid * total / sharers).to(tl.int32)"),
+                                       (_END, "end = ((pid + 1) * total / sharers).to(tl.int32)")], "divides with /"),
+    # the review: a block of one value, which the check's own store refused with Triton's internal words
+    "block-shaped ranges": ([("return start, end", "one = tl.zeros([1], dtype=tl.int32)\n"
+                                                   "    return one + start, one + end")], "two scalars"),
+    "a block-shaped end": ([("return start, end", "return start, tl.zeros([1], dtype=tl.int32) + end")],
+                           "returns end as a block"),
 }
 # Right under the interpreter, refused by a GPU's compiler: the check builds the span for an H100 and says why
 SPAN_REFUSED = {
-    "int() of a true division": ([(_START, "start = int(pid * total / sharers)"),
-                                  (_END, "end = int((pid + 1) * total / sharers)")],
-                                 "int() of a value computed in a kernel"),
+    "int() of a value computed in the kernel": ([(_START, "start = int(pid * base + tl.minimum(pid, extra))")],
+                                                "a value computed in a kernel"),
     "a while True loop left with break": ([(_START, "start = 0\n    while True:\n"
                                                      "        start = pid * total // sharers\n        break"),
-                                           (_END, "end = (pid + 1) * total // sharers")], "Triton has no break"),
+                                           (_END, "end = (pid + 1) * total // sharers")], "have no break"),
 }
 
 
@@ -66,7 +75,8 @@ def test_every_wrong_span_gets_its_own_message(tmp_path):
     table["None"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_streamk_span, table,
                                same_mistake=("one more for all", "end one past", "ceil division",
-                                             "remainder to the first program only"))
+                                             "remainder to the first program only", "int() of a true division",
+                                             "a true division cast to int32"))
 
 
 SPAN_RIGHT = {  # other splits that differ in length by at most one
@@ -78,6 +88,11 @@ SPAN_RIGHT = {  # other splits that differ in length by at most one
                  (_END, "end = tl.where(pid < extra, start + base + 1, start + base)")],
     "Python min and an if": [(_START, "start = pid * base + min(pid, extra)"),
                              (_END, "end = start + base\n    if pid < extra:\n        end += 1")],
+    # the review's right answers: a comparison added as an int, and a while loop that sums the lower ranges
+    "a comparison added as it is": [(_END, "end = start + base + (pid < extra)")],
+    "a while loop over the lower programs": [(_START, "start = pid * 0\n    p = pid * 0\n    while p < pid:\n"
+                                                      "        start += base + (p < extra).to(tl.int32)\n"
+                                                      "        p += 1")],
 }
 
 
@@ -151,6 +166,22 @@ _COURSE_WAIT = ('                    while tl.atomic_cas(FLAGS + q, 1, 1, sem="a
                 '                        pass\n'
                 '                    tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")\n')
 _LOOP = '                while flag == 0:\n                    flag = tl.atomic_cas(FLAGS + q, 0, 0, sem="acquire")\n'
+_TRIES_FOR = ('                    up = tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire")\n'
+              "                    for _ in range(1000):\n"
+              "                        if up != 1:\n"
+              '                            up = tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire")\n'
+              '                    tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")\n')
+_TRIES_FORCED = ('                    up = tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire")\n'
+                 "                    tries = 0\n"
+                 "                    while up != 1:\n"
+                 '                        up = tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire")\n'
+                 "                        tries += 1\n"
+                 "                        up = tl.where(tries > 1000, 1, up)\n"
+                 '                    tl.atomic_xchg(FLAGS + q, 0, sem="relaxed")\n')
+_VOLATILE_WAIT = ("                    up = tl.load(FLAGS + q, volatile=True)\n"
+                  "                    while up == 0:\n"
+                  "                        up = tl.load(FLAGS + q, volatile=True)\n"
+                  "                    tl.atomic_xchg(FLAGS + q, 0)\n")
 _BARRIER = "            tl.debug_barrier()  # all of the partial is written before the flag goes up\n"
 _FORWARD = [("    while end > start:  # the pieces of the range, the last one first\n"
              "        tile_id, k_begin, k_end = sched.streamk_span(start, end)",
@@ -158,6 +189,19 @@ _FORWARD = [("    while end > start:  # the pieces of the range, the last one fi
              "        tile_id = start // iters\n        k_begin = start % iters\n"
              "        k_end = tl.minimum(iters, k_begin + end - start)"),
             (_STEP, "start += k_end - k_begin")]
+_CHAINED = '''        if k_begin > 0:  # the running sum of the tile's earlier K-iterations, from the program below
+            up = tl.atomic_add(FLAGS + pid - 1, 0, sem="acquire")
+            while up == 0:
+                up = tl.atomic_add(FLAGS + pid - 1, 0, sem="acquire")
+            tl.atomic_xchg(FLAGS + pid - 1, 0, sem="relaxed")
+            acc += tl.load(P + (pid - 1) * BLOCK_M * BLOCK_N + in_slot)
+        if k_end < sched.iters_per_tile():  # hand the running sum over
+            tl.store(P + pid * BLOCK_M * BLOCK_N + in_slot, acc)
+            tl.debug_barrier()
+            tl.atomic_xchg(FLAGS + pid, 1, sem="release")
+        else:
+            tensorC.store(acc, out_tile)
+'''
 _HELPERS = '''@triton.jit
 def wait_for(flag_ptr):
     flag = tl.atomic_cas(flag_ptr, 0, 0, sem="acquire")
@@ -216,7 +260,7 @@ KERNEL_WRONG = {  # label: (edits of solutions.streamk_kernel, words its message
                                                               'tl.atomic_cas(FLAGS + q, 1, 0, sem="acquire") == 1, '
                                                               '"flag down")\n')], "until it sees the flag up"),
     "no wait loop: the flag read twice": ([(_LOOP, '                flag = tl.atomic_cas(FLAGS + q, 0, 0, '
-                                                   'sem="acquire")\n')], "no while loop repeats an atomic"),
+                                                   'sem="acquire")\n')], "until it sees the flag up"),
     "a wait loop that never reads again": ([(_LOOP, "                while flag == 0:\n                    pass\n")],
                                            "never reads the flag again"),
     "no barrier before the flag goes up": ([(_BARRIER, "")], "tl.debug_barrier() between"),
@@ -229,7 +273,19 @@ KERNEL_WRONG = {  # label: (edits of solutions.streamk_kernel, words its message
 ''', "                first = sched._streamk_program_of(tile_id * iters)\n")], "private helper of the course"),
     "a break in the walk": ([("    while end > start:  # the pieces of the range, the last one first\n",
                               "    while True:\n        if end <= start:\n            break\n")],
-                            "Triton has no break"),
+                            "have no break"),
+    # the review: a wait that gives up after 1000 tries (read from the source, before any launch)
+    "a wait that gives up after 1000 tries": ([(_LOOP, "                tries = 0\n"
+                                                       "                while (flag == 0) & (tries < 1000):\n"
+                                                       '                    flag = tl.atomic_cas(FLAGS + q, 0, 0, '
+                                                       'sem="acquire")\n'
+                                                       "                    tries += 1\n")], "gives up"),
+    # the review: a volatile load is no atomic that acquires (it was told its last read "saw it down")
+    "waits with tl.load": ([(_FIRST_WAIT, "flag = tl.load(FLAGS + q, volatile=True)"),
+                            (_SPIN, "                    flag = tl.load(FLAGS + q, volatile=True)")],
+                           "not an atomic that acquires"),
+    "waits with tl.load, lowers with a default atomic": (_COURSE + [(_COURSE_WAIT, _VOLATILE_WAIT)],
+                                                         "not an atomic that acquires"),
 }
 # the same mistake, found by the watch or read from the source: one message for several of them
 _NO_WAIT = ("no wait loop: the flag read once", "no wait loop: one atomic_cas that lowers the flag",
@@ -255,9 +311,6 @@ KERNEL_WRONG_WATCHED = {
                                             "            rn = out_tile.pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                                             "            tl.store(C + rm[:, None] * stride_cm + rn[None, :] * "
                                             "stride_cn, acc)")], "without masking it"),
-    "waits with tl.load": ([(_FIRST_WAIT, "flag = tl.load(FLAGS + q, volatile=True)"),
-                            (_SPIN, "                    flag = tl.load(FLAGS + q, volatile=True)")],
-                           "flag with tl.load"),
     "no wait at all": (_COURSE + [('                    while tl.atomic_cas(FLAGS + q, 1, 1, sem="acquire") != 1:\n'
                                    '                        pass\n', "")], "without first waiting"),
     "slots by tile id": ([(_STORE_P, _STORE_P.replace("pid *", "tile_id *")),
@@ -283,6 +336,17 @@ KERNEL_WRONG_WATCHED = {
                                                 "            tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc, "
                                                 "mask=(rm[:, None] < M) & (rn[None, :] < N))")],
                                     "not part of C"),
+    # the review: block sizes that differ between products (BLOCK_N != BLOCK_K in some) catch slips between them
+    "slot rows BLOCK_K apart": ([("in_slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N",
+                                  "in_slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_K")], "overwrite each other"),
+    "slots BLOCK_M * BLOCK_K apart": ([(_STORE_P, _STORE_P.replace("BLOCK_N", "BLOCK_K")),
+                                       (_ADD, _ADD.replace("BLOCK_N", "BLOCK_K"))], "not its own (slot 1)"),
+    "slots of a hard-coded 512": ([(_STORE_P, "tl.store(P + pid * 512 + in_slot, acc)"),
+                                   (_ADD, "acc += tl.load(P + q * 512 + in_slot)")], "spreads over"),
+    # the review: waits that give up without a counter in their condition (the first wait sees its flag down for
+    # over a thousand reads)
+    "a for loop of 1000 tries": (_COURSE + [(_COURSE_WAIT, _TRIES_FOR)], "gave up"),
+    "a wait that forces the flag up after 1000 tries": (_COURSE + [(_COURSE_WAIT, _TRIES_FORCED)], "gave up"),
 }
 
 
@@ -309,7 +373,9 @@ def test_every_wrong_streamk_kernel_gets_its_own_message(tmp_path):
     table["None"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_streamk_kernel, table,
                                same_mistake=("the K range from 0", "the owner recomputes the tile",
-                                             "waits with a relaxed atomic", "the course's wait loop, relaxed")
+                                             "waits with a relaxed atomic", "the course's wait loop, relaxed",
+                                             "waits with tl.load", "waits with tl.load, lowers with a default atomic",
+                                             "slots BLOCK_M * BLOCK_K apart", "slots of a hard-coded 512")
                                + _NO_WAIT)
 
 
@@ -332,6 +398,12 @@ KERNEL_RIGHT = {  # other correct designs
                                                    (_SPIN, '                    flag = tl.atomic_xchg(FLAGS + q, 0, '
                                                            'sem="acquire")'),
                                                    (_CLEAR, "pass")],
+    # the review: partials added upwards or downwards (any order fixed by the program ids), and a chained sum
+    "the course's protocol, partials added downwards": _COURSE + [("                for q in range(first, pid):\n"
+                                                                  "                    acc += tl.load",
+                                                                  "                for q in range(pid - 1, first - 1, "
+                                                                  "-1):\n                    acc += tl.load")],
+    "a chained running sum: each piece adds the partial of pid - 1 only": [(_HAND_OVER, _CHAINED)],
 }
 
 
@@ -385,6 +457,12 @@ KERNEL_HANGS = {  # label: (edits, words): answers that never finish under the i
     "the range never moves": ([(_STEP, "end -= 0")], "does your loop over the pieces end"),
     "walks down past program 0": ([(_NEXT, "k = 1")], "outside every tensor"),
     "a loop that only counts": ([(_STEP, "while end > start:\n            k_end += 0")], "gave up"),
+    # the review: a tile's K-iterations counted with BLOCK_N (equal to BLOCK_K in every product, once)
+    "K-iterations counted with BLOCK_N": ([("if k_end < sched.iters_per_tile():", "if k_end < tl.cdiv(K, BLOCK_N):")],
+                                          "took itself for the owner"),
+    # the review: a flag raised with where the piece starts, 0 for a tile's first piece (it was told "never raised")
+    "a flag raised with k_begin": ([(_RAISE, 'tl.atomic_xchg(FLAGS + pid, k_begin, sem="release")')],
+                                   "raised with the value 0"),
 }
 
 
@@ -455,3 +533,21 @@ def test_compile_refusals_name_the_reason_and_the_line(tmp_path):
     assert "Loop-carried variable acc" in scalar and "at: for k in range(0, 4):" in scalar
     assert "a float32 block of its tile's shape" in scalar
     assert "at: a, b = one(tl.program_id(0))" in one_value and "return both" in one_value
+
+
+def test_on_a_gpu_the_source_alone_refuses_a_wait_that_gives_up_or_loads_the_flag_plainly(tmp_path):
+    # What the check reads before launching on a GPU, where it cannot watch the programs (run here on the CPU).
+    from course.exercises import nb09
+
+    def source_verdicts(label):
+        trees = nb09._learner_sources(_kernel_variant(tmp_path, "gpu_" + str(list(KERNEL_WRONG).index(label)),
+                                                      *KERNEL_WRONG[label][0]))
+        return nb09._endless_wait(trees) or nb09._bounded_wait(trees) or nb09._hand_over_in_source(trees)
+
+    assert "gives up" in source_verdicts("a wait that gives up after 1000 tries")
+    for label in ("waits with tl.load", "waits with tl.load, lowers with a default atomic"):
+        assert "not an atomic that acquires" in source_verdicts(label), label
+    for label, edits in KERNEL_RIGHT.items():  # and nothing right is refused
+        trees = nb09._learner_sources(_kernel_variant(tmp_path, "gpu_right_" + str(list(KERNEL_RIGHT).index(label)),
+                                                      *edits))
+        assert not (nb09._endless_wait(trees) or nb09._bounded_wait(trees) or nb09._hand_over_in_source(trees)), label

@@ -207,6 +207,10 @@ SWIZZLE_WRONG = {  # label: (swizzle, words its message must contain)
     "256-byte rows in pairs": (lambda row, chunk, chunks: (row + chunk // 2) % 8 + 8 * (chunk % 2) if chunks == 16
                                else reference_like(row, chunk, chunks), "chunks 0 and 1 of row 0 land in the same"),
     "two arguments": (lambda row, chunk: chunk, "must take 3 arguments"),
+    # columns free of conflicts, rows not: on 256-byte rows the whole-row rule fails on its own (the review)
+    "256-byte rows: chunks 1 and 8 swapped": (lambda row, chunk, chunks: {1: 8, 8: 1}.get(chunk, chunk) ^ (row % 8)
+                                              if chunks == 16 else reference_like(row, chunk, chunks),
+                                              "reading rows 0-1 whole"),
 }
 
 
@@ -233,6 +237,9 @@ def test_bank_swizzle_passes_the_reference_and_other_conflict_free_swizzles():
         else chunk ^ (row % 8),
         "a numpy int": lambda row, chunk, chunks: np.int64(reference_like(row, chunk, chunks)),
         "a torch int": lambda row, chunk, chunks: torch.tensor(reference_like(row, chunk, chunks)),
+        # the review: true division turned back into an int is right too (the text asks for an int, by any means)
+        "int() of a true division": lambda row, chunk, chunks: chunk ^ (int(row / (8 / chunks)) % chunks)
+        if chunks < 8 else chunk ^ (row % 8),
     }
     for label, swizzle in others.items():
         verdict = quiet(exercises.check_bank_swizzle, swizzle)
@@ -242,7 +249,8 @@ def test_bank_swizzle_passes_the_reference_and_other_conflict_free_swizzles():
 
 def test_bank_swizzle_names_each_wrong_answer():
     assert_wrong_answers_named(exercises.check_bank_swizzle, SWIZZLE_WRONG,
-                               same_mistake=("places in bytes", "places in float16"))
+                               same_mistake=("places in bytes", "places in float16", "256-byte rows in pairs",
+                                             "256-byte rows: chunks 1 and 8 swapped"))
 
 
 def test_bank_swizzle_hints_only_where_they_apply():

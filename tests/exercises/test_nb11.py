@@ -8,6 +8,7 @@ import triton.language as tl
 from course import attention, exercises, runtime, solutions
 from course.exercises import nb11
 
+import catalogue
 from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, variant
 
 # The crash tests run a check on a kernel that hangs or reaches outside its tensors: under the interpreter the
@@ -225,6 +226,41 @@ def _softmax_float16_l(m_i, l_i, acc, s, v):  # the sum kept in float16
 
 
 @triton.jit
+def _softmax_unguarded(m_i, l_i, acc, s, v):  # the textbook update (the course's own): nan on a row with no key yet
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_m_floored(m_i, l_i, acc, s, v):  # the review's: the -inf maximum replaced by 0, and returned so
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_new = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, alpha * l_i + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_l_of_rounded_p(m_i, l_i, acc, s, v):  # the review's: p rounded for tl.dot, l summed from that
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None]).to(v.dtype)
+    return m_new, alpha * l_i + tl.sum(p.to(tl.float32), 1), acc * alpha[:, None] + tl.dot(p, v)
+
+
+@triton.jit
+def _softmax_l_summed_in_float16(m_i, l_i, acc, s, v):  # the review's: tl.sum of a float16 p sums in float16
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None]).to(v.dtype)
+    return m_new, alpha * l_i + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p, v)
+
+
+@triton.jit
 def _softmax_course_step(m_i, l_i, acc, s, v):
     return attention.softmax_step(m_i, l_i, acc, s, v)
 
@@ -262,25 +298,34 @@ SOFTMAX_WRONG = {
     "two values returned": (_softmax_two_values, "returns three values"),
     "p not converted for tl.dot": (_softmax_p_not_converted, "p.to(v.dtype)"),
     "l summed over the whole block": (_softmax_sum_of_block, "summed along each row"),
+    "no guard for a row that has seen no key yet": (_softmax_unguarded, "which has seen no key yet, comes out nan"),
+    "the -inf maximum replaced by 0 and returned": (_softmax_m_floored, "comes back with m = 0, not -inf"),
+    "l summed from p rounded to float16": (_softmax_l_of_rounded_p, "l is off by a 16-bit rounding"),
+    "l summed in float16": (_softmax_l_summed_in_float16, "l is off by a 16-bit rounding"),
     "calls the course's softmax_step": (_softmax_course_step, "attention.softmax_step"),
     "calls the reference solution": (_softmax_solution_step, "solutions.softmax_step"),
 }
 
 
+# Each right answer keeps a row that has seen no key yet (its new maximum -inf) as it came: m = -inf, l = 0, acc = 0,
+# each with a guard of its own kind.
+
 @triton.jit
 def _softmax_comment(m_i, l_i, acc, s, v):
     # not Python's max(a, b): tl.maximum works element by element; "min(" in a string is no call either
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)  # max(old, new) in words
-    p = tl.exp2(s - m_new[:, None])
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # "max(" in a comment is no call
+    alpha = tl.exp2(m_i - shift)  # max(old, new) in words
+    p = tl.exp2(s - shift[:, None])
     return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
 
 
 @triton.jit
 def _softmax_dot_accumulates(m_i, l_i, acc, s, v):  # tl.dot adding into the rescaled accumulator
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    shift = tl.maximum(m_new, -1.0e30)  # a finite floor far below any score: -inf - (-1e30) is still -inf
+    alpha = tl.exp2(m_i - shift)
+    p = tl.exp2(s - shift[:, None])
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return m_new, l_i * alpha + tl.sum(p, 1), acc
 
@@ -288,21 +333,23 @@ def _softmax_dot_accumulates(m_i, l_i, acc, s, v):  # tl.dot adding into the res
 @triton.jit
 def _softmax_exp_of_ln2(m_i, l_i, acc, s, v):  # exp(x ln 2) is 2^x: another way to the same numbers
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp((m_i - m_new) * 0.6931471805599453)
-    p = tl.exp((s - m_new[:, None]) * 0.6931471805599453)
+    seen = m_new > float("-inf")
+    alpha = tl.where(seen, tl.exp((m_i - m_new) * 0.6931471805599453), 1.0)
+    p = tl.where(seen[:, None], tl.exp((s - m_new[:, None]) * 0.6931471805599453), 0.0)
     acc *= alpha[:, None]
     acc += tl.dot(p.to(v.dtype), v)
     return m_new, l_i * alpha + tl.sum(p, 1), acc
 
 
 @triton.jit
-def _softmax_guarded_block_shift(m_i, l_i, acc, s, v):  # FlashAttention-1's order, the all -inf row guarded
+def _softmax_guarded_block_shift(m_i, l_i, acc, s, v):  # FlashAttention-1's order, the all -inf rows guarded
     m_block = tl.max(s, 1)
     m_safe = tl.where(m_block == float("-inf"), 0.0, m_block)
     p = tl.exp2(s - m_safe[:, None])
     m_new = tl.maximum(m_i, m_block)
-    alpha = tl.exp2(m_i - m_new)
-    beta = tl.exp2(m_safe - m_new)
+    new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - new_safe)
+    beta = tl.exp2(m_safe - new_safe)
     acc = acc * alpha[:, None] + beta[:, None] * tl.dot(p.to(v.dtype), v)
     return m_new, alpha * l_i + beta * tl.sum(p, 1), acc
 
@@ -311,13 +358,25 @@ def _softmax_guarded_block_shift(m_i, l_i, acc, s, v):  # FlashAttention-1's ord
 def _softmax_where_max(m_i, l_i, acc, s, v):
     block = tl.max(s, axis=1)
     m_new = tl.where(block > m_i, block, m_i)
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_ref)
+    p = tl.exp2(s - m_ref[:, None])
     return m_new, alpha * l_i + tl.sum(p, axis=1), alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
 
 
+@triton.jit
+def _softmax_guarded_dot_accumulates(m_i, l_i, acc, s, v):  # the review's: a guard, tl.dot accumulating
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_new = l_i * alpha + tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return m_new, l_new, acc
+
+
 SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max,
-                 _softmax_guarded_block_shift]
+                 _softmax_guarded_block_shift, _softmax_guarded_dot_accumulates]
 
 
 def test_softmax_step_reference_passes():
@@ -343,6 +402,19 @@ def test_softmax_step_correct_alternatives_pass(right):
     assert verdict.passed, verdict.line
 
 
+@catalogue.interpreter_only
+def test_softmax_step_an_endless_while_loop_ends_with_the_time_limit():
+    # the review's: a while loop whose counter never moves; the check gives up after its time limit (60 s in a
+    # notebook), with one line
+    source = ("@triton.jit\ndef softmax_step(m_i, l_i, acc, s, v):\n    m_new = tl.maximum(m_i, tl.max(s, 1))\n"
+              "    i = 0\n    while i < 1:\n        m_new = m_new + 0.0\n    alpha = tl.exp2(m_i - m_new)\n"
+              "    p = tl.exp2(s - m_new[:, None])\n"
+              "    return m_new, alpha * l_i + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)\n")
+    verdict = assert_survives("check_softmax_step", source, "softmax_step", "the check gave up after 4 s",
+                              "a while loop must advance its counter", time_limit_s=4)
+    assert verdict["message"].count("\n") == 0, verdict["message"]
+
+
 @interpreter_only
 def test_softmax_step_survives_an_endless_loop():
     source = edited_source(solutions.softmax_step, ("    m_new = tl.maximum(m_i, tl.max(s, 1))",
@@ -364,6 +436,12 @@ _L_STORE = "tl.store(L + rows * stride_l, (m_i + tl.log2(l_i)) * 0.6931471805599
 _O_MASK = "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_Q)"
 _K_LOAD = "cols[None, :] * stride_ks + d[:, None] * stride_kd"
 _V_LOAD = "cols[:, None] * stride_vs + d[None, :] * stride_vd"
+_REVERSED = ("    for start in range(0, end, BLOCK_N):\n",  # the key blocks read last first
+             "    for ib in range(0, tl.cdiv(end, BLOCK_N)):\n"
+             "        start = (tl.cdiv(end, BLOCK_N) - 1 - ib) * BLOCK_N\n")
+_GUARDED = ("        alpha = tl.exp2(m_i - m_new)\n        p = tl.exp2(s - m_new[:, None])\n",
+            "        shift = tl.where(m_new == float(\"-inf\"), 0.0, m_new)\n        alpha = tl.exp2(m_i - shift)\n"
+            "        p = tl.exp2(s - shift[:, None])\n")
 
 
 def _where(interpreted: str, compiled: str) -> str:
@@ -440,6 +518,32 @@ FLASH_WRONG = {  # label: (edits, words)
     "calls the course's softmax_step": ([("m_new = tl.maximum(m_i, tl.max(s, 1))",
                                           "m_i, l_i, acc = attention.softmax_step(m_i, l_i, acc, s, v)\n"
                                           "        m_new = m_i")], "the course's attention.softmax_step"),
+    # the review's: causal without the S_K bound, right wherever S_K >= S_Q (wrongly put down to Q's strides before)
+    "the causal mask without the bound S_K": ([("        visible = cols[None, :] < S_K\n        if CAUSAL:\n"
+                                                "            visible = visible & (cols[None, :] <= rows[:, None])\n",
+                                                "        if CAUSAL:\n"
+                                                "            visible = cols[None, :] <= rows[:, None]\n"
+                                                "        else:\n            visible = cols[None, :] < S_K\n")],
+                                              "on a causal mask with fewer keys than queries (60 queries, 40 keys, "
+                                              "d = 32): the keys past S_K take part in the softmax (with a score of "
+                                              "0): mask their scores to -inf, not only their loads, under the causal "
+                                              "mask too"),
+    # the review's precision slips: each is close to right, and told that something rounds to 16 bits
+    "the scores rounded to float16": ([("tl.dot(q, k) * qk_scale, float", "(tl.dot(q, k) * qk_scale).to(tl.float16)"
+                                                                          ".to(tl.float32), float")],
+                                      "something rounds to 16 bits on the way. Here the scores themselves"),
+    "O stored as bfloat16": ([("out.to(O.dtype.element_ty)", "out.to(tl.bfloat16)")],
+                             "something rounds to 16 bits on the way. Here O is rounded to bfloat16"),
+    "tl.dot's result in float16": ([("tl.dot(q, k) * qk_scale", "tl.dot(q, k, out_dtype=tl.float16).to(tl.float32) "
+                                                                "* qk_scale")],
+                                   "less precise than float32 scores allow"),
+    "Q Kᵀ rounded to float16": ([("tl.dot(q, k) * qk_scale",
+                                  "tl.dot(q, k).to(tl.float16).to(tl.float32) * qk_scale")],
+                                "less precise than float32 scores allow"),
+    "sm_scale applied twice": ([("tl.dot(q, k) * qk_scale", "tl.dot(q, k) * qk_scale * sm_scale")],
+                               "the scores are scaled by sm_scale twice"),
+    # the review's: the key blocks read last first with the textbook update: rows that see no key of the first block
+    "key blocks read last first, no guard": ([_REVERSED], "a row that has seen no key yet"),
 }
 
 
@@ -470,7 +574,18 @@ def test_flash_forward_stub_is_not_attempted():
 
 def test_flash_forward_wrong_answers_each_get_their_own_message(tmp_path):
     assert_wrong_answers_named(exercises.check_flash_forward, _flash_table(tmp_path),
-                               same_mistake=("maximum starts at 0", "maximum clamped at 0"))
+                               same_mistake=("maximum starts at 0", "maximum clamped at 0",
+                                             "tl.dot's result in float16", "Q Kᵀ rounded to float16"))
+
+
+@interpreter_only
+def test_flash_forward_refuses_masked_loads_of_k_and_v_without_other(tmp_path):
+    # the review's: the interpreter gives 0 to the masked-off lanes, a GPU may give anything: the check gives NaN
+    kernel = _flash(tmp_path, "flash_no_other", ("mask=cols[None, :] < S_K, other=0.0)", "mask=cols[None, :] < S_K)"),
+                    ("mask=cols[:, None] < S_K, other=0.0)", "mask=cols[:, None] < S_K)"))
+    verdict = quiet(exercises.check_flash_forward, kernel)
+    assert verdict.status == "failed" and "a load is masked without other=" in verdict.message, verdict.line
+    assert "other=" in verdict.message.split("hint:")[-1], verdict.line
 
 
 def test_flash_forward_refuses_torch_the_course_and_the_solution(tmp_path):
@@ -590,6 +705,20 @@ FLASH_RIGHT = {  # label: edits of the reference
                                              ("tl.dot(q, k) * qk_scale", "tl.dot(q, k)")],
     # the review's: sm_scale is a float32 scalar compiled; the check gives it as one under the interpreter too
     "sm_scale converted with .to": [(_SCALE, "qk_scale = sm_scale.to(tl.float32) * 1.4426950408889634")],
+    # the review's: the key blocks read last first, the update guarded for a row that has seen no key yet
+    "key blocks read last first, the update guarded": [_REVERSED, _GUARDED],
+    # the review's: l may start at any number, since the first block's factor exp2(-inf - m) is 0
+    "l starts at 1": [("l_i = tl.zeros([BLOCK_M], tl.float32)", "l_i = tl.full([BLOCK_M], 1.0, tl.float32)")],
+    "a while loop that advances": [("    for start in range(0, end, BLOCK_N):\n",
+                                    "    start = 0\n    while start < end:\n"),
+                                   ("        m_i = m_new\n", "        m_i = m_new\n        start += BLOCK_N\n")],
+    "L divided by log2(e)": [("* 0.6931471805599453, mask=rows < S_Q)", "/ 1.4426950408889634, mask=rows < S_Q)")],
+    "key blocks of BLOCK_M keys": [("range(0, end, BLOCK_N)", "range(0, end, BLOCK_M)"),
+                                   ("cols = start + tl.arange(0, BLOCK_N)", "cols = start + tl.arange(0, BLOCK_M)")],
+    # the review's: tl.dot on float32 operands at full precision
+    "Q and K in float32, tl.dot at ieee precision": [
+        ("mask=rows[:, None] < S_Q, other=0.0)", "mask=rows[:, None] < S_Q, other=0.0).to(tl.float32)"),
+        ("tl.dot(q, k) * qk_scale", "tl.dot(q, k.to(tl.float32), input_precision=\"ieee\") * qk_scale")],
 }
 
 

@@ -133,7 +133,72 @@ MODE_WRONG = {  # label: (a learner's choose_mode, or the source of one, words i
     "Gluon for every square between 1100 and 2000": (
         _edit(_RULE, _GLUON_IF, _GLUON_IF[:-2] + " or M == N == K and 1100 < M < 2000:\n"),
         "where the Gluon kernel is the slower one"),
+    # the review's: course.gemm's choice called with the tile as it is (it wants a Config): the call is the mistake
+    "course.gemm's own choice, with the tile as given": (lambda M, N, K, tile: gemm_choose(M, N, K, tile),
+                                                        "course.gemm's own choice"),
+    # the review's: a table of the record's tile counts, not its shapes
+    "the record's Gluon tile counts in a table": ("""
+        def choose_mode(M, N, K, tile):
+            t = -(-M // tile[0]) * -(-N // tile[1])
+            if t in (72, 96, 160, 288):
+                return "gluon"
+            if t == 561:
+                return "tail"
+            return "persistent"
+    """, _OFF_THE_RECORD + ": there 153 Triton tiles"),
+    # the review's: a threshold on the idle share of all the waves, lax enough to keep 1000 x 10240 persistent
+    "a lax threshold on the idle share of all waves": ("""
+        def choose_mode(M, N, K, tile):
+            def idle(n):
+                full = -(-n // 132) * 132
+                return (full - n) / full
+            t = -(-M // tile[0]) * -(-N // tile[1])
+            if idle(t) <= 0.2:
+                return "persistent"
+            (gt, swap), *_ = gluon_gemm.tile_choices(M, N, 132)
+            if idle(gluon_gemm.tiles(M, N, swap, gt)) < 0.1:
+                return "gluon"
+            return "streamk" if t > 132 else "gluon"
+    """, _OFF_THE_RECORD + ": there 320 Triton tiles"),
+    # the review's: the reference with the tile's axes swapped
+    "the tile's axes swapped": (_edit(_RULE, "triton_tiles = -(-M // tile[0]) * -(-N // tile[1])",
+                                      "triton_tiles = -(-M // tile[1]) * -(-N // tile[0])"), _OFF_THE_RECORD),
+    "an attribute the tile does not have": (lambda M, N, K, tile: "gluon" if tile.block_m > 64 else "persistent",
+                                            "tile is a tuple, (block_m, block_n)"),
 }
+
+
+def gemm_choose(M, N, K, tile):
+    from course import gemm
+
+    return gemm.choose_mode(M, N, K, tile)
+
+
+_NAMES_SHAPES = "A rule that names the record's shapes"
+
+
+def test_mode_choice_the_tail_on_rules_that_name_shapes_is_said_only_to_them(tmp_path):
+    # said to a rule that copies the record's shapes by ranges or by a table of tile counts; not to one whose
+    # threshold is wrong, nor to one that swaps the tile's axes
+    for label, names in (("the record's Gluon shapes by narrow ranges", True),
+                         ("the record's Gluon shapes by remainders", True),
+                         ("the record's Gluon tile counts in a table", True),
+                         ("a lax threshold on the idle share of all waves", False),
+                         ("the tile's axes swapped", False)):
+        verdict = quiet(exercises.check_mode_choice, _rule(tmp_path, label, MODE_WRONG[label][0]))
+        assert verdict.status == "failed" and _OFF_THE_RECORD in verdict.message, verdict.line
+        assert (_NAMES_SHAPES in verdict.message) == names, (label, verdict.line)
+
+
+def test_mode_choice_an_error_in_the_rule_shows_its_line_and_no_kernel_hint(tmp_path):
+    rule = _rule(tmp_path, "attribute", """
+        def choose_mode(M, N, K, tile):
+            return "gluon" if tile.block_m > 64 else "persistent"
+    """)
+    verdict = quiet(exercises.check_mode_choice, rule)
+    assert verdict.status == "failed" and "raised AttributeError" in verdict.message, verdict.line
+    assert 'at: return "gluon" if tile.block_m > 64 else "persistent"' in verdict.message, verdict.line
+    assert "in a kernel" not in verdict.message, verdict.line
 
 
 def test_mode_choice_a_rule_a_little_off_in_many_places_is_told_its_average(tmp_path, monkeypatch):
@@ -160,7 +225,9 @@ def test_mode_choice_every_typical_wrong_answer_gets_its_own_message(tmp_path):
     table = {label: (_rule(tmp_path, label, answer), words) for label, (answer, words) in MODE_WRONG.items()}
     assert_wrong_answers_named(exercises.check_mode_choice, table, same_mistake=(
         "the record's Gluon shapes by narrow ranges", "the record's Gluon shapes by remainders",
-        "the record's Gluon shapes as strings in a table"))
+        "the record's Gluon shapes as strings in a table", "course.gemm's own choice",
+        "course.gemm's own choice, with the tile as given", "a lax threshold on the idle share of all waves",
+        "the tile's axes swapped"))
 
 
 def test_mode_choice_the_shapes_near_the_record_are_decided_by_the_waves():
@@ -345,7 +412,7 @@ KERNEL_WRONG = {  # label: (kernel source, words its message must contain)
     "H's strides from its sizes": (_edit(_KERNEL, "make_output_view(H, M, N, stride_hm, stride_hn)",
                                                    "make_output_view(H, M, N, N, 1)"), "where the contiguous"),
     "one tile per program": (_edit(_KERNEL, "for tile_id in range(start, total, stride):",
-                                             "for tile_id in range(start, start + 1):"), "loops over every tile"),
+                                             "for tile_id in range(start, start + 1):"), "loops over all its tiles"),
     "every program every tile": (_edit(_KERNEL, "for tile_id in range(start, total, stride):",
                                                  "for tile_id in range(0, total, 1):"), "belong to other programs"),
     "nothing stored": (_edit(_KERNEL, _STORE, "        epilogues.gelu(bias.apply(acc, tile))"), "nothing was stored"),
@@ -359,6 +426,21 @@ KERNEL_WRONG = {  # label: (kernel source, words its message must contain)
         "    tensorX = make_tensor_view(X, M, K, stride_xm, stride_xk)"), "calls the course's fused_linear_kernel"),
     "wrong signature": (_edit(_KERNEL, "stride_b, stride_hm, stride_hn,", "stride_hm, stride_hn, stride_b,"),
                         "keep the signature"),
+    # the review's: x σ(1.702 x), GELU's sigmoid approximation (once put down to the views)
+    "GELU's sigmoid approximation": (_own_gelu(("    u = 0.7978845608028654 * (v + 0.044715 * v * v * v)\n", ""),
+                                               ("    e = tl.exp(-2.0 * tl.abs(u))\n    t = (1.0 - e) / (1.0 + e)\n"
+                                                "    return 0.5 * v * (1.0 + tl.where(u < 0, -t, t))",
+                                                "    return v * tl.sigmoid(1.702 * v)")),
+                                     "not GELU's tanh form but its sigmoid approximation"),
+    "a tanh GELU with a wrong constant": (_own_gelu(("0.7978845608028654", "0.75")), "but not GELU's tanh form"),
+    # the review's, in a kernel without the stages: messages that do not send it to GemmContext or ScheduleContext
+    "own loop: the K loop stops at the last whole step": (
+        _edit(_PLAIN_KERNEL, "for k in range(0, K, BLOCK_K):", "for k in range(0, K // BLOCK_K * BLOCK_K, BLOCK_K):"),
+        "the loop over K must reach K"),
+    "own loop: tile ids divided by the count of row tiles": (
+        _edit(_PLAIN_KERNEL, "(tile // tiles_n)", "(tile // tl.cdiv(M, BLOCK_M))",
+              "(tile % tiles_n)", "(tile % tl.cdiv(M, BLOCK_M))"),
+        "every tile id must become its own (row, column) of tiles"),
 }
 
 
@@ -444,6 +526,14 @@ HOST_WRONG = {  # label: (feed_forward's source, with the reference kernel; word
     "one program on NUM_SMS = programs": (_edit(_HOST, "ffn_up_kernel[(programs,)]", "ffn_up_kernel[(1,)]"),
                                           "the tiles of the programs never launched are never computed"),
     "EVEN_K always True": (_edit(_HOST, "EVEN_K=d % 32 == 0", "EVEN_K=True"), "EVEN_K is True, but d = 24"),
+    # the review's: both right wherever a shape has no more tiles than SMs, so a shape with more is among the cases
+    "one program per tile, NUM_SMS the SMs": (_edit(_HOST, "ffn_up_kernel[(programs,)]",
+                                                    "ffn_up_kernel[(triton.cdiv(M, 32) * triton.cdiv(hidden, 32),)]",
+                                                    "NUM_SMS=programs", "NUM_SMS=gemm.sm_count()"),
+                                              "on more tiles than SMs (M = 80, d = 16"),
+    "two programs, NUM_SMS the SMs": (_edit(_HOST, "ffn_up_kernel[(programs,)]", "ffn_up_kernel[(2,)]",
+                                            "NUM_SMS=programs", "NUM_SMS=gemm.sm_count()"),
+                                      "the tiles of the programs never launched are never computed"),
     "y in float32": (_edit(_HOST, "bias=b2)", "bias=b2, out_dtype=torch.float32)"), "return it in x's dtype"),
     "the reference solution, called": ("""
         def feed_forward(x, w1, b1, w2, b2):
