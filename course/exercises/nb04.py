@@ -30,13 +30,13 @@ __all__ = ['check_wave_blocks', 'check_grouped_tile']
 _MISSING = object()
 
 
-def _resolve(node, namespace, local=frozenset()):
+def resolve_name(node, namespace, local=frozenset()):
     """The object that a name or a dotted name (``tiled.waves``) stands for in ``namespace`` (none for
     the ``local`` names: arguments and variables of the function itself)."""
     if isinstance(node, ast.Name):
         return _MISSING if node.id in local else namespace.get(node.id, _MISSING)
     if isinstance(node, ast.Attribute):
-        base = _resolve(node.value, namespace, local)
+        base = resolve_name(node.value, namespace, local)
         if base is _MISSING:
             return _MISSING
         try:
@@ -46,7 +46,7 @@ def _resolve(node, namespace, local=frozenset()):
     return _MISSING
 
 
-def _read(fn):
+def read_sources(fn):
     """(tree, namespace, local names) of ``fn`` and of each function of its own module it calls (plain
     or ``@triton.jit``), read with ``ast``; nothing for a function whose source Python cannot find (code
     given to ``python -c``)."""
@@ -75,7 +75,7 @@ def _read(fn):
         yield tree, namespace, local
         for node in ast.walk(tree):
             if isinstance(node, (ast.Name, ast.Attribute)):
-                obj = _resolve(node, namespace, local)
+                obj = resolve_name(node, namespace, local)
                 inner = getattr(obj, "fn", obj)  # a helper of the learner's own: read it too
                 if inspect.isfunction(inner) and inner.__module__ == root.__module__ and inner is not root:
                     todo.append(inner)
@@ -91,13 +91,13 @@ def forbidden_call(fn, forbidden, attributes: dict | None = None) -> str | None:
     for obj, label in getattr(forbidden, "items", lambda: forbidden)():  # the first label wins where two
         # names are one object
         targets.setdefault(id(getattr(obj, "fn", obj)), label)
-    for tree, namespace, local in _read(fn):
+    for tree, namespace, local in read_sources(fn):
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in attributes:
                 return attributes[node.attr]
             if not isinstance(node, (ast.Name, ast.Attribute)):
                 continue
-            obj = _resolve(node, namespace, local)
+            obj = resolve_name(node, namespace, local)
             if obj is _MISSING:
                 continue
             label = targets.get(id(getattr(obj, "fn", obj)))
@@ -134,7 +134,7 @@ def course_helper(fn) -> str | None:
 def uses(fn, found) -> bool | None:
     """Whether ``found(node)`` holds for some ``ast`` node of ``fn``'s source (or of its own helpers');
     None when Python cannot find the source."""
-    trees = [tree for tree, _, _ in _read(fn)]
+    trees = [tree for tree, _, _ in read_sources(fn)]
     if not trees:
         return None
     return any(found(node) for tree in trees for node in ast.walk(tree))

@@ -384,9 +384,9 @@ def _unpack_hint(fn) -> str | None:
     import ast
 
     from course import tiled
-    from course.exercises.nb04 import _read, _resolve
+    from course.exercises.nb04 import read_sources, resolve_name
 
-    for tree, namespace, local in _read(fn):
+    for tree, namespace, local in read_sources(fn):
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
                 targets, value = node.targets, node.value
@@ -396,7 +396,7 @@ def _unpack_hint(fn) -> str | None:
                 continue
             if not (isinstance(value, ast.Call) and any(isinstance(t, (ast.Tuple, ast.List)) for t in targets)):
                 continue
-            if _resolve(value.func, namespace, local) is tiled.waves:
+            if resolve_name(value.func, namespace, local) is tiled.waves:
                 keys = ", ".join(repr(k) for k in tiled.waves(1, 1, 1, 1, 1))
                 return (f"tiled.waves returns a dict ({keys}), not a tuple: unpacking a dict gives its keys; "
                         "take a value by its key, as tiled.waves(...)['tiles']")

@@ -113,6 +113,12 @@ def check_streamk_span(span) -> str:
     if launch_id == "num_programs":
         raise Failed("span calls tl.num_programs: use its argument sharers (a kernel may share the iterations among "
                       "fewer programs than it launches)")
+    division = _true_division(span)
+    if division:
+        raise Failed(f"span divides with / (in `{division}`), which makes a float, even when turned back into an "
+                      "int: a GPU divides floats only approximately, so a quotient that should be whole may come out "
+                      "just under it and be cut one short (the interpreter divides exactly, and hides it). Count in "
+                      "whole numbers, with // and %")
     try:
         blocks = _span_returns_blocks(span)
         floats = streamk.span_returns_floats(span)
@@ -126,12 +132,6 @@ def check_streamk_span(span) -> str:
     if any(floats):
         raise Failed("span returns floats: ranges of iterations are counted in whole numbers, and a GPU refuses "
                       "float loop bounds; divide with // (integer division)")
-    division = _true_division(span)
-    if division:
-        raise Failed(f"span divides with / (in `{division}`), which makes a float, even when turned back into an "
-                      "int: a GPU divides floats only approximately, so a quotient that should be whole may come out "
-                      "just under it and be cut one short (the interpreter divides exactly, and hides it). Count in "
-                      "whole numbers, with // and %")
     rng = random.Random()
     cases = [(shared * iters, programs, (num_pid_m, num_pid_n, iters, programs, shared))
              for num_pid_m, num_pid_n, iters, programs, shared in _SPAN_CASES]

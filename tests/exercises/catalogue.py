@@ -38,8 +38,11 @@ def assert_wrong_answers_named(check, table, same_mistake=()):
     for label, (args, words) in table.items():
         verdicts[label] = verdict = quiet(check, *(args if isinstance(args, tuple) else (args,)))
         assert verdict.status == "failed" and words in verdict.message, f"{label}: {verdict.line}"
-    messages = [v.message for label, v in verdicts.items() if label not in same_mistake]
-    assert len(set(messages)) == len(messages), "two wrong answers got the same message"
+    seen = {}
+    for label, v in verdicts.items():
+        if label not in same_mistake:
+            assert v.message not in seen, f"{seen.get(v.message)!r} and {label!r} got the same message: {v.line}"
+            seen[v.message] = label
 
 
 def variant(tmp_path, name, kernels, *edits):

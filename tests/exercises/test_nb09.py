@@ -27,7 +27,7 @@ SPAN_WRONG = {  # label: (edits of solutions.span, words its message must contai
     "reversed": ([(_START, "start = (sharers - 1 - pid) * base + tl.minimum(sharers - 1 - pid, extra)"),
                   (_END, "end = start + base + (sharers - 1 - pid < extra).to(tl.int32)")], "program order"),
     "overlap": ([(_START, "start = pid * base")], "overlap"),
-    "float division": ([("base = total // sharers", "base = total / sharers")], "returns floats"),
+    "float division": ([("base = total // sharers", "base = total / sharers")], "divides with /"),
     "empty ranges": ([(_END, "end = tl.where(pid == 1, start, start + base + (pid < extra).to(tl.int32))")],
                      "empty or cut short"),
     "end inclusive, short": ([(_END, "end = start + base + (pid < extra).to(tl.int32) - 1")], "one iteration short"),

@@ -458,7 +458,11 @@ def test_feed_forward_every_typical_wrong_kernel_gets_its_own_message(tmp_path):
     assert_wrong_answers_named(exercises.check_feed_forward, table,
                                same_mistake=("0.0447 for 0.044715", "sqrt(2 / pi) as 0.7979", "sqrt(2 / pi) as 0.79788",
                                              "a plain store without its mask",
-                                             "a plain store masked a row and a column too far"))
+                                             "a plain store masked a row and a column too far")
+                               # compiled, no assertion of the stages stops even_k left out: the result shows the
+                               # same missing last step of K as a loop that stops short, and one message names both
+                               + (() if runtime.INTERPRET else ("even_k left out",
+                                                                "own loop: the K loop stops at the last whole step")))
 
 
 _LAUNCH = "ffn_up_kernel passed on its own: check feed_forward's launch: "
