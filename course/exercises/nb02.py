@@ -17,6 +17,7 @@ from course.exercises.core import (
     exercise,
     is_stub,
     launches,
+    plural,
     require_function,
     source_of,
     user_error,
@@ -157,6 +158,9 @@ def check_residual_relu(residual_relu: Callable) -> str:
     failure, launched = run(residual_relu, shapes)
     if failure:
         raise failure
+    grid = _grid_mistake(1024, shapes, launched)
+    if grid:
+        raise Failed(grid)
     # An unmasked store past the end writes there what the masked loads left in their lanes, which a GPU
     # leaves undefined: read the store's mask in the source, the same on the interpreter and compiled.
     unmasked = next((k for k in {id(k): k for k, _ in launched}.values() if _unmasked_stores(k)), None)
@@ -171,8 +175,46 @@ def check_residual_relu(residual_relu: Callable) -> str:
         if failure:
             raise Failed(f"called with block_size={block_size} (with the default, 1024, it is right): "
                          f"{_block_size_mistake(block_size, sizes, launched) or failure}", failure.picture)
+        # right values from a grid that does not follow block_size (extra programs, every lane masked off)
+        grid = _grid_mistake(block_size, [(n,) for n in sizes], launched)
+        if grid:
+            raise Failed(f"called with block_size={block_size} (with the default, 1024, it is right): "
+                         f"{_block_size_mistake(block_size, sizes, launched) or grid}")
     return (f"right at all {len(shapes)} shapes tried, and with block sizes of {_OTHER_BLOCK_SIZES[0]} and "
             f"{_OTHER_BLOCK_SIZES[1]}; nothing written out of bounds")
+
+
+def _grid_off(block_size: int, shapes, launched) -> tuple[int, int, int] | None:
+    """The first (n, programs launched, programs asked for) where the grid is not one program per block of
+    ``block_size`` elements, triton.cdiv(n, block_size); None if none. With one launch per shape, shape by
+    shape; otherwise the totals (n then counts every shape's elements)."""
+    sizes = [int(torch.Size(shape).numel()) for shape in shapes]
+    if len(launched) == len(sizes):
+        pairs = [(n, programs, -(-n // block_size)) for n, (_, programs) in zip(sizes, launched)]
+    else:
+        pairs = [(sum(sizes), sum(p for _, p in launched), sum(-(-n // block_size) for n in sizes))]
+    return next(((n, got, wanted) for n, got, wanted in pairs if got != wanted), None)
+
+
+def _grid_mistake(block_size: int, shapes, launched) -> str | None:
+    """A ✗ for a grid that computes the right values but is not one program per block of ``block_size``
+    elements: a few programs that loop over several blocks each, or programs beyond the last block."""
+    off = _grid_off(block_size, shapes, launched)
+    if off is None:
+        return None
+    n, got, wanted = off
+    if got < wanted:
+        how = ("a single program loops over all of them" if got == 1 else
+               f"only {got} programs, so some loop over several blocks")
+        return (f"the values are right, but with n={n} residual_relu launched {plural(got, 'program')} "
+                f"for {wanted} blocks of block_size elements: {how}. The exercise asks for one program per block, "
+                "so that the GPU's many cores each take a block at the same time (one program runs on one core "
+                "while the others idle): launch triton.cdiv(n, block_size) programs, each with its own block")
+    return (f"the values are right, but with n={n} residual_relu launched {plural(got, 'program')} for "
+            f"{plural(wanted, 'block')} of block_size elements: more programs than blocks. Either the grid divides n "
+            "by less than block_size, so the extra programs start past the end and do nothing (every lane masked "
+            "off), or each program covers fewer than block_size elements. One program per block: the grid is "
+            "triton.cdiv(n, block_size) and the kernel gets BLOCK_SIZE=block_size")
 
 
 def _block_size_mistake(block_size: int, sizes, launched) -> str | None:

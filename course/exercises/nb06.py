@@ -599,9 +599,12 @@ _REMAP_PARAMS = ("pid", "num_sms", "num_xcds")
 
 @triton.jit
 def _remap_kernel(out_ptr, num_sms, num_xcds, REMAP: tl.constexpr, CONSTANT: tl.constexpr,
-                  NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr):
-    # Each program stores the id the learner's remap gives it: -2 where that id is not an integer.
+                  NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, REVERSED: tl.constexpr = False):
+    # Each program stores the id the learner's remap gives pid: -2 where that id is not an integer. REVERSED:
+    # program p asks for pid NUM_SMS - 1 - p, so a remap that reads tl.program_id instead of pid goes wrong.
     pid = tl.program_id(0)
+    if REVERSED:
+        pid = NUM_SMS - 1 - pid
     if CONSTANT:  # as ScheduleContext calls it, with the sizes known at compile time
         new = REMAP(pid, NUM_SMS, NUM_XCDS)
     else:
@@ -658,10 +661,41 @@ def check_chiplet_remap(chiplet_remap) -> str:
         ref = _reference_remap(num_sms, num_xcds)
         if mine != ref:
             _diagnose_remap(case, num_sms, num_xcds, mine, ref, cases)
+    for num_sms, num_xcds in _REMAP_REVERSED:  # pid is not the calling program's id (as notebook 04's check does)
+        case = f"{num_sms} programs on {plural(num_xcds, 'XCD')}"
+        out = torch.full((num_sms,), -1, dtype=torch.int64, device=runtime.DEVICE)
+        try:
+            _remap_kernel[(num_sms,)](out, num_sms, num_xcds, REMAP=chiplet_remap, CONSTANT=False,
+                                      NUM_SMS=num_sms, NUM_XCDS=num_xcds, REVERSED=True)
+        except Exception as err:
+            raise _remap_error(f"chiplet_remap, for {case} called with pid other than the program's id,",
+                               err) from None
+        mine, ref = out.cpu().tolist(), _reference_remap(num_sms, num_xcds)
+        if mine != ref:
+            reads = _reads_program_id(chiplet_remap)
+            raise Failed(f"for {case}, right when pid is the calling program's id, but wrong when the check passes "
+                          "another pid: chiplet_remap must compute from its argument pid alone"
+                          + (f", not from {reads} (the id of the program that calls it)" if reads else
+                             ", nothing else") + ". A remap is a function of its arguments: whoever calls it "
+                          "decides which id it maps")
     if runtime.INTERPRET:  # the interpreter forgives what the compiler refuses: build it for an H100 too
         _compiles(chiplet_remap)
     return (f"the same ids as stages.chiplet_transform for every program of {len(cases)} launches (XCD counts "
             "that divide the programs and counts that do not, 1 to 12 XCDs, up to 304 programs)")
+
+
+# (num_sms, num_xcds) launched again with program p asking for the id of pid num_sms - 1 - p.
+_REMAP_REVERSED = [(13, 3), (38, 8)]
+
+
+def _reads_program_id(fn) -> str | None:
+    """``tl.program_id`` (or ``tl.num_programs``) if ``fn``'s body calls it; None otherwise."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    return next((f"tl.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                 and node.attr in ("program_id", "num_programs")), None)
 
 
 # core.user_error's hint for "has no attribute" is about a misspelt name; here the likely cause is another one.

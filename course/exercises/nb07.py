@@ -359,6 +359,7 @@ def check_linear_residual(linear_residual_kernel) -> str:
         _holes(case, c, block_m, block_n)
         _diagnose_residual(case, c, product, r, r_memory, M, N)
         _product_alone(case, kernel, a, w, M, N, K, block_m, block_n, block_k, is_strided)
+    _precise_r(kernel)
     _long_k(kernel, residual=True)
     _each_program_its_own_tiles(lambda grid, a, w, c, **kw: kernel[grid](
         a, w, torch.zeros_like(c), c, *_sizes(a, w), *a.stride(), *w.stride(), *c.stride(), *c.stride(), **kw))
@@ -369,6 +370,47 @@ def check_linear_residual(linear_residual_kernel) -> str:
                             BLOCK_K=16, NUM_SMS=4, EVEN_K=True)
     return (f"right on {len(_RESIDUAL_CASES)} cases: tiles that are not square, ragged M, N and K, strided A, W, "
             "R and C, and in place (R is C); and as precise as a float32 accumulator on a K of 4096")
+
+
+# R 16 times larger than A @ W.T (K = 32: the product's entries are about sqrt(32) in size), on one tile: C is then
+# mostly R, so R rounded to fewer bits on its way in (.to(tl.bfloat16): 8 bits, where float16 has 11) costs C about
+# 8 times float16's own rounding at the store, which the tolerance of the cases above (float16's) lets through.
+_BIG_R = ("R much larger than the product", 16, 32, 32, 16, 32, 16, 16.0)
+
+
+def _precise_r(kernel) -> None:
+    """A ✗ when C, with an R that dominates it, is more than 3 times less precise than R added in float32 allows."""
+    what, M, N, K, block_m, block_n, block_k, scale = _BIG_R
+    case = _describe(what, M, N, K, block_m, block_n, block_k)
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(M, K, generator=generator).half().to(runtime.DEVICE)
+    w = torch.randn(N, K, generator=generator).half().to(runtime.DEVICE)
+    r = (scale * K ** 0.5 * torch.randn(M, N, generator=generator)).half().to(runtime.DEVICE)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=runtime.DEVICE)
+    _launch(case, kernel, (a, w, r, c), M, N, K, block_m, block_n, block_k)
+    exact = a.double().cpu() @ w.double().cpu().T + r.double().cpu()
+    float32 = (a.float().cpu() @ w.float().cpu().T + r.float().cpu()).half().double()
+    error = lambda t: (torch.linalg.vector_norm(t - exact) / torch.linalg.vector_norm(exact)).item()  # noqa: E731
+    floor, got = error(float32), error(c.double().cpu())
+    if got <= 3 * floor:
+        return
+    narrow = _narrow_types(kernel)
+    raise Failed(f"on {case}: C is {got / floor:.0f} times less precise than float16 allows, where R is much larger "
+                 "than A @ W.T: R's values lose bits on their way into the accumulator"
+                 + (f" (your kernel converts to {narrow}, which keeps fewer bits than R's float16)" if narrow else "")
+                 + ". Add R's tile to the float32 accumulator as it is loaded, with no .to() to a narrower type: "
+                 "C is rounded once, at the store")
+
+
+def _narrow_types(kernel) -> str | None:
+    """The first 16-bit or 8-bit float type other than float16 that the kernel's source names (tl.bfloat16), if
+    any."""
+    try:
+        tree = ast.parse(core.source_of(kernel) or "")
+    except SyntaxError:
+        return None
+    return next((f"tl.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                 and (node.attr == "bfloat16" or node.attr.startswith("float8"))), None)
 
 
 def _residual(M, N, is_strided):

@@ -412,6 +412,8 @@ def _quantize_cases() -> list[_Case]:
     cases.append(_Case("a 9 x 33 X with a column stride of 3, Q stored transposed, S with a stride of 2 "
                        "(BLOCK_M = 8, BLOCK_N = 16)", (0.1 * randn(9, 33)).half(), 8, 16, "spaced", "cols", 2))
 
+    cases.append(_wide_rows_case())
+
     layouts = ("rows", "cols", "spaced")
     for M, N in ((1, 1), (int(torch.randint(2, 13, (1,), generator=g)), int(torch.randint(17, 100, (1,), generator=g))),
                  (int(torch.randint(2, 13, (1,), generator=g)), int(torch.randint(2, 16, (1,), generator=g)))):
@@ -425,6 +427,29 @@ def _quantize_cases() -> list[_Case]:
                            f"BLOCK_M = {block_m}, BLOCK_N = {block_n})", values, block_m, block_n, x_layout,
                            q_layout, s_stride))
     return cases
+
+
+def _wide_rows_case() -> _Case:
+    """A 40 x 70 matrix whose blocks of rows are taller than its blocks of columns are wide (BLOCK_M = 32 >
+    BLOCK_N = 16): a loop over the columns that steps by BLOCK_M skips columns 16 to 31 and 48 to 63, and each
+    row's largest magnitude lies there, its second largest in the columns such a loop does see."""
+    g = torch.Generator().manual_seed(80)  # its own seed: the other cases keep their values
+    values = (0.5 * torch.randn(40, 70, generator=g)).clamp(-2.0, 2.0)
+    for r in range(40):
+        sign = 1.0 if r % 3 else -1.0
+        values[r, (16 if r % 2 == 0 else 48) + (5 * r) % 16] = 4.0 * sign
+        values[r, (32 + r % 16) if r % 2 == 0 else (64 + r % 6)] = -3.0  # never the row's largest value
+    return _Case("a 40 x 70 matrix with BLOCK_M = 32 larger than BLOCK_N = 16", values.half(), 32, 16)
+
+
+def _stepped_by_block_m(case: _Case, N: int) -> torch.Tensor:
+    """The columns (of N) that a loop ``for n0 in range(0, N, BLOCK_M)`` over blocks of BLOCK_N columns reaches."""
+    j = torch.arange(N)
+    return (j % case.block_m) < case.block_n
+
+
+_STEP_WORDS = ("steps through the columns by BLOCK_M = {m}, but its blocks are BLOCK_N = {n} columns wide, so it "
+               "skips columns when BLOCK_M > BLOCK_N: step by BLOCK_N")
 
 
 _LAYOUT_WORDS = {"rows": "row-major with rows further apart than N", "cols": "column-major",
@@ -505,6 +530,10 @@ def _run_quantize_case(kernel, case: _Case) -> None:
     if unwritten.any():
         i, j = (int(v) for v in torch.nonzero(unwritten)[0])
         later = j >= case.block_n
+        if later and case.block_m > case.block_n and \
+                torch.equal(unwritten, ~_stepped_by_block_m(case, N)[None, :].expand(M, N)):
+            raise Failed(f"on {what}: q[{i}, {j}] was never stored: the second pass "
+                         + _STEP_WORDS.format(m=case.block_m, n=case.block_n))
         raise Failed(f"on {what}: q[{i}, {j}] was never stored" +
                      (f": rows longer than BLOCK_N = {case.block_n} need a loop over all their blocks in the second "
                       "pass too" if later else ": every program stores all of its rows' values (masked, not "
@@ -629,6 +658,8 @@ def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: t
         (127 / p, "the scale is inverted: Q = X / S, so S is the size of one int8 step (large values, large S)"),
         (row.max() / 127, "the scale follows the row's largest value, not its largest magnitude: take |x| "
                           "(tl.abs) before the maximum"),
+        (row[_stepped_by_block_m(case, N)].abs().max() / 127 if case.block_m > case.block_n else ref[i],
+         "the first pass " + _STEP_WORDS.format(m=case.block_m, n=case.block_n)),
         (blocks[0] / 127, f"the scale sees only the first BLOCK_N = {case.block_n} columns: the first pass must "
                           "loop over the whole row, block after block"),
         (blocks[-1] / 127, "the scale sees only the last block of the row: keep a running maximum across the "

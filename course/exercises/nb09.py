@@ -393,12 +393,13 @@ class _Watch:
     def _pid(self, builder) -> int:
         return int(builder.grid_idx[0])
 
-    def _flag_read(self, pid: int, index) -> None:
+    def _flag_read(self, pid: int, index, reads_only: bool = False) -> None:
         for q in np.unique(index).tolist():
             key = (pid, q)
             self.flag_reads[key] = self.flag_reads.get(key, 0) + 1
             if self.flag_reads[key] > self.read_limit + self.holds.get(key, 0):
-                raise _Runaway(pid) if q == pid else _Spinning(pid, q)  # its own flag: a loop that goes on
+                # its own flag: a wait on it if it only reads (nobody else raises it), else a loop that goes on
+                raise _Runaway(pid) if q == pid and not reads_only else _Spinning(pid, q)
 
     def _held(self, pid: int, index) -> bool:
         """True if this atomic is to see another program's flag down: the program's first atomic on it (the
@@ -434,7 +435,7 @@ class _Watch:
         for q in np.unique(lanes[on]).tolist():
             first = int(np.nonzero((lanes == q) & on)[0][0])
             self.events.append((pid, ("flag", op, q, written, sem_name, int(seen[first]))))
-        self._flag_read(pid, lanes[on])
+        self._flag_read(pid, lanes[on], reads_only=op == "read")
         return result
 
     def __enter__(self):
@@ -478,7 +479,7 @@ class _Watch:
             elif name == "FLAGS":
                 for q in np.unique(index).tolist():
                     watch.events.append((pid, ("flag", "load", q, None, "plain", None)))
-                watch._flag_read(pid, index)
+                watch._flag_read(pid, index, reads_only=True)
             return saved["create_masked_load"](ptrs, mask, *rest)
 
         def create_atomic_rmw(op, ptr, val, mask, sem, scope):
@@ -995,8 +996,9 @@ def _spin_message(pid: int, q: int, up: bool = False, raised: bool = False, as_o
                 "run one after another, in id order; on a GPU a later program may not have started either). Only "
                 "the owner of a tile, the program holding its LAST K-iteration, waits, and only for lower ones")
     if q == pid:
-        return (f"program {pid} waits for its own flag: the owner waits for the flags of the lower programs that "
-                "hold the tile's earlier K-iterations")
+        return (f"program {pid} waits for its own flag (FLAGS + {pid}), a flag nobody raises for it: a program's "
+                "flag goes up only when it hands a partial over, never for a tile it owns. The owner waits only "
+                "for the flags of the lower programs (q < pid) that hold the tile's earlier K-iterations")
     if up:
         return (f"program {pid} keeps reading program {q}'s flag although it is up: your wait loop tests the wrong "
                 "condition (wait while the flag is still down)")

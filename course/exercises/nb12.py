@@ -435,8 +435,8 @@ def check_feed_forward(ffn_up_kernel, feed_forward) -> str:
     programs: one tile, whole tiles, ragged M, N and K, large pre-activations, pre-activations near +-1,
     every operand strided (the output too), exact inputs so the result must be float32-exact (within
     notebook 08's gelu tolerance); then ``feed_forward(x, w1, b1, w2, b2)``, ``gelu(x @ w1.T + b1) @
-    w2.T + b2`` in float16, at one token, a ragged strided batch, a shape with more tiles than SMs and a
-    random shape, against float64:
+    w2.T + b2`` in float16, at one token, a hidden size in whole tiles with a ragged width, a ragged strided
+    batch, a shape with more tiles than SMs and a random shape, against float64:
     the first launch of the kernel checked before it runs (tensors, h's dtype and shape, sizes, strides,
     EVEN_K, programs against NUM_SMS), exactly two kernels (the learner's, then a GEMM with its bias), no
     torch arithmetic, fill or copy, no course helper that does it all."""
@@ -765,7 +765,7 @@ def _each_program_its_own_tiles(kernel) -> None:
 
 
 def _block_shapes():
-    """(what, M, d, hidden, strided) of each feed_forward case, smallest first; the last one random. The third has
+    """(what, M, d, hidden, strided) of each feed_forward case, smallest first; the last one random. The fourth has
     more tiles than ``gemm.sm_count()`` (4 under the interpreter, 132 on an H100) even at 64 x 64: a launch of one
     program per tile, or of fewer programs than NUM_SMS, shows there (K small: it is about the programs)."""
     from course import gemm
@@ -775,6 +775,8 @@ def _block_shapes():
     sms = gemm.sm_count()
     wide = 64 * (sms // 2 + 1) + 8  # 2 x (sms // 2 + 2) tiles of 64 x 64 with M = 80
     return [("one token (M = 1, d = 24, hidden = 48)", 1, 24, 48, False),
+            # hidden a multiple of every usual BLOCK_N, d of no BLOCK_K: an EVEN_K taken from N (hidden) shows here
+            ("a hidden size in whole tiles, a ragged width (M = 8, d = 40, hidden = 128)", 8, 40, 128, False),
             ("a ragged batch, every input strided (M = 21, d = 40, hidden = 56)", 21, 40, 56, True),
             (f"more tiles than SMs (M = 80, d = 16, hidden = {wide}: more than {sms} tiles even at 64 x 64)", 80, 16,
              wide, False),

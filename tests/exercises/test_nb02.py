@@ -89,6 +89,21 @@ def _relu_fp16_kernel(x_ptr, r_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.maximum(s, 0.0).to(tl.float16), mask=mask)
 
 
+@triton.jit
+def _relu_loop_kernel(x_ptr, r_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        r = tl.load(r_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.maximum(x + r, 0.0), mask=mask)
+
+
+def _relu_one_program(x, r, out, block_size=1024):
+    """The third review: one program loops over every block."""
+    _relu_loop_kernel[(1,)](x, r, out, x.numel(), BLOCK=block_size)
+
+
 def _narrow(kernel):
     def fused(x, r, out, block_size=1024):
         kernel[(triton.cdiv(x.numel(), block_size),)](x, r, out, x.numel(), BLOCK=block_size)
@@ -125,15 +140,23 @@ RELU_WRONG = {
     "torch": (lambda x, r, out, block_size=1024: out.copy_(torch.relu(x + r)), "write it as a Triton kernel"),
     # the second review
     "the kernel's block written in (BLOCK_SIZE=1024)": (_relu(kernel_block=1024), "called with block_size=4096"),
-    "the grid's block written in (cdiv(n, 1024))": (_relu(grid_block=1024), "called with block_size=128"),
+    "the grid's block written in (cdiv(n, 1024))": (_relu(grid_block=1024), "called with block_size=4096"),
     "no block_size argument": (_no_block_size, "must keep its block_size argument"),
     "the sum in bfloat16": (_narrow(_relu_bf16_kernel), "the values pass through bfloat16"),
     "a float16 store": (_narrow(_relu_fp16_kernel), "the values pass through float16"),
+    # the third review: right values from a grid that is not one program per block
+    "one program loops over everything (grid (1,))": (_relu_one_program, "a single program loops over all"),
+    "half the programs idle (cdiv(n, block_size // 2))": (
+        lambda x, r, out, block_size=1024: _relu(grid_block=block_size // 2)(x, r, out), "more programs than blocks"),
+    "both blocks written in (512), the grid matching": (_relu(grid_block=512, kernel_block=512),
+                                                        "more programs than blocks"),
 }
 
 
 def test_residual_relu_wrong_answers_get_their_own_messages():
-    assert_wrong_answers_named(exercises.check_residual_relu, RELU_WRONG)
+    # the launch counts cannot tell a grid too large from blocks too small: one message names both
+    assert_wrong_answers_named(exercises.check_residual_relu, RELU_WRONG,
+                               same_mistake=("both blocks written in (512), the grid matching",))
 
 
 def test_residual_relu_reference_and_right_block_sizes_pass():

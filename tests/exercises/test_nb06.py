@@ -299,6 +299,12 @@ REMAP_WRONG = {  # label: (body of chiplet_remap, words its message must contain
                                           "imports chiplet_transform inside its body"),
     "returns two values": (_PARTS + "new = xcd * per_xcd + tl.minimum(xcd, extra) + local\nreturn new, xcd",
                            "return one value"),
+    # the third review: right only while pid is the program's id
+    "tl.program_id(0) for pid": ("""
+        p = tl.program_id(0)
+        xcd = p % num_xcds
+        return xcd * (num_sms // num_xcds) + tl.minimum(xcd, num_sms % num_xcds) + p // num_xcds
+        """, "must compute from its argument pid alone, not from tl.program_id"),
 }
 
 

@@ -225,6 +225,10 @@ RESIDUAL_WRONG = {  # label: (edits of solutions.linear_residual_kernel, words i
          ("        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)\n",
           "        " + _FP16_SUM.split("\n        tensorC.store")[0] + "\n")],
         "times less precise than float16 allows"),
+    # the third review: passed (R small next to the product, its rounding within float16's tolerance)
+    "R rounded through bfloat16": (
+        [(_ADD, "acc += tensorR.load(out_tile).to(tl.bfloat16).to(tl.float32)\n        tensorC.store(acc, out_tile)")],
+        "R's values lose bits on their way into the accumulator (your kernel converts to tl.bfloat16"),
 }
 
 

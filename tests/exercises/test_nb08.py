@@ -179,6 +179,7 @@ _ROUND = "q = tl.floor(x.to(tl.float32) / scale[:, None] + 0.5)"
 _STORE_Q = "tl.store(Q + rows[:, None] * stride_qm + cols[None, :] * stride_qn, q.to(tl.int8), mask=mask)"
 _KERNEL = "@triton.jit\ndef quantize_rows_kernel"
 _SECOND = "    for start in range(0, N, BLOCK_N):  # second pass"
+_FIRST_PASS = "    for start in range(0, N, BLOCK_N):  # first pass"
 _BODY = inspect.getsource(solutions.quantize_rows_kernel.fn).split("BLOCK_N: tl.constexpr):\n", 1)[1]
 
 
@@ -233,6 +234,15 @@ QUANTIZE_WRONG = {  # label: (edits of solutions.quantize_rows_kernel, words its
     "x * 127 / peak, a zero peak divided": ([(_ROUND, "q = tl.floor(x.to(tl.float32) * 127.0 / peak[:, None] + 0.5)")],
                                             "Never divide by this row's largest magnitude, 0"),
     "peak // 127": ([(_SCALE, "scale = tl.where(peak > 0, peak // 127, 1.0)")], "divide them with /"),
+    # the third review: a loop over the columns stepping by the other block size, BLOCK_M (harmless while
+    # BLOCK_M <= BLOCK_N: the blocks overlap; it skips columns once BLOCK_M > BLOCK_N)
+    "second pass stepping by BLOCK_M": ([(_SECOND, _SECOND.replace("BLOCK_N", "BLOCK_M"))],
+                                        "second pass steps through the columns by BLOCK_M"),
+    "first pass stepping by BLOCK_M": ([(_FIRST_PASS, _FIRST_PASS.replace("BLOCK_N", "BLOCK_M"))],
+                                       "first pass steps through the columns by BLOCK_M"),
+    "both passes stepping by BLOCK_M": ([(_FIRST_PASS, _FIRST_PASS.replace("BLOCK_N", "BLOCK_M")),
+                                         (_SECOND, _SECOND.replace("BLOCK_N", "BLOCK_M"))],
+                                        "first pass steps through the columns by BLOCK_M"),
 }
 # the second review: the first pass's load without other= (under a check the interpreter gives the lanes it masks
 # off inf, which becomes the scale). Compiled, a GPU's registers decide: not tested there.
@@ -252,7 +262,8 @@ def test_every_wrong_quantization_gets_its_own_message(tmp_path):
              for i, (label, (edits, words)) in enumerate(QUANTIZE_WRONG.items())}
     table["no @triton.jit"] = (solutions.quantize_rows_kernel.fn, "did you forget @triton.jit")
     table["not a kernel"] = (None, "got NoneType")
-    assert_wrong_answers_named(exercises.check_quantize_rows, table)
+    assert_wrong_answers_named(exercises.check_quantize_rows, table,
+                               same_mistake=("both passes stepping by BLOCK_M",))  # the first pass's, named first
 
 
 def test_floor_division_of_a_float_is_not_told_to_use_floor_division(tmp_path):

@@ -463,6 +463,12 @@ KERNEL_HANGS = {  # label: (edits, words): answers that never finish under the i
     # the review: a flag raised with where the piece starts, 0 for a tile's first piece (it was told "never raised")
     "a flag raised with k_begin": ([(_RAISE, 'tl.atomic_xchg(FLAGS + pid, k_begin, sem="release")')],
                                    "raised with the value 0"),
+    # the third review: the owner waits on its own flag too (it was told its loop over the pieces never ends)
+    "the owner waits for its own flag too": (_COURSE + [("                for q in range(first, pid):\n"
+                                                         "                    while",
+                                                         "                for q in range(first, pid + 1):\n"
+                                                         "                    while")],
+                                             "waits for its own flag (FLAGS + "),
 }
 
 

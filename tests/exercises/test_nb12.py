@@ -530,6 +530,12 @@ HOST_WRONG = {  # label: (feed_forward's source, with the reference kernel; word
     "one program on NUM_SMS = programs": (_edit(_HOST, "ffn_up_kernel[(programs,)]", "ffn_up_kernel[(1,)]"),
                                           "the tiles of the programs never launched are never computed"),
     "EVEN_K always True": (_edit(_HOST, "EVEN_K=d % 32 == 0", "EVEN_K=True"), "EVEN_K is True, but d = 24"),
+    # the third review's: right wherever hidden and d are both multiples of 32 or both not, so a shape whose hidden
+    # size is in whole tiles and whose width d is not is among the cases
+    "EVEN_K from the hidden size": (_edit(_HOST, "EVEN_K=d % 32 == 0", "EVEN_K=hidden % 32 == 0"),
+                                    "on a hidden size in whole tiles, a ragged width (M = 8, d = 40, hidden = 128): "
+                                    "ffn_up_kernel passed on its own: check feed_forward's launch: EVEN_K is True, "
+                                    "but d = 40 is no multiple of BLOCK_K = 32"),
     # the review's: both right wherever a shape has no more tiles than SMs, so a shape with more is among the cases
     "one program per tile, NUM_SMS the SMs": (_edit(_HOST, "ffn_up_kernel[(programs,)]",
                                                     "ffn_up_kernel[(triton.cdiv(M, 32) * triton.cdiv(hidden, 32),)]",
