@@ -697,17 +697,29 @@ def source_of(kernel) -> str:
     return "\n\n".join(texts)
 
 
-def unmasked_loads(kernel) -> int:
-    """How many ``tl.load`` calls in the kernel's source have no mask (lines, for the message)."""
-    import ast
-
+def _loads(kernel) -> list:
+    """The ``tl.load`` calls in the kernel's source (read with ``ast``)."""
     try:
         tree = ast.parse(source_of(kernel))
     except SyntaxError:
-        return 0
-    loads = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-             and node.func.attr == "load"]
-    return sum(1 for node in loads if len(node.args) < 2 and not any(k.arg == "mask" for k in node.keywords))
+        return []
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "load"]
+
+
+def unmasked_loads(kernel) -> int:
+    """How many ``tl.load`` calls in the kernel's source have no mask (lines, for the message)."""
+    return sum(1 for node in _loads(kernel) if len(node.args) < 2 and not any(k.arg == "mask" for k in node.keywords))
+
+
+def loads_without_other(kernel) -> int:
+    """How many ``tl.load`` calls in the kernel's source have a mask but no ``other=`` (what they mask off is
+    undefined on a GPU)."""
+    def keywords(node):
+        return {k.arg for k in node.keywords}
+
+    return sum(1 for node in _loads(kernel) if (len(node.args) >= 2 or "mask" in keywords(node))
+               and len(node.args) < 3 and "other" not in keywords(node))
 
 
 def programs_of(grid, args, kwargs, kernel) -> int:

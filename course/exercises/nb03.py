@@ -35,6 +35,7 @@ from course.exercises.core import (
     constexpr_names,
     exercise,
     is_stub,
+    loads_without_other,
     module_of,
     plural,
     require_function,
@@ -1256,7 +1257,7 @@ def check_matmul_kernel(matmul_kernel) -> str:
     if not _reads_checked() and unmasked_loads(matmul_kernel):
         raise Failed("the results are right, but a tl.load has no mask: at the edges it reads past the ends "
                      "of A and B, which can fault on a GPU; mask rows, columns and K, with other=0.0")
-    if not runtime.INTERPRET and _loads_without_other(matmul_kernel):  # the interpreter's NaN showed it already
+    if not runtime.INTERPRET and loads_without_other(matmul_kernel):  # the interpreter's NaN showed it already
         raise Failed("the results are right here, but a masked tl.load has no other=: the lanes it masks off are "
                      "undefined (this GPU happened to give zeros; another run or GPU may give garbage), and they "
                      "reach tl.dot. Give both loads other=0.0, so the padded products are zero")
@@ -1310,19 +1311,6 @@ def _matmul_like(model: _MModel, run: _MRun) -> bool:
     # replay's may round to neighbouring 16-bit values: up to one unit in the last place apart
     extra = 4 * _UNIT_ROUNDOFF[model.store_dtype] if model.store_dtype is not None else 0.0
     return replay is not None and _same(run.c, *replay, tol=2 * _matmul_tolerance(run.case) + extra)
-
-
-def _loads_without_other(kernel) -> int:
-    """How many ``tl.load`` calls in the kernel's source (its helpers' included) have a mask but no other=."""
-    try:
-        tree = ast.parse(source_of(kernel))
-    except SyntaxError:
-        return 0
-    loads = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-             and node.func.attr == "load"]
-    keywords = lambda node: {k.arg for k in node.keywords}  # noqa: E731
-    return sum(1 for node in loads if (len(node.args) >= 2 or "mask" in keywords(node))
-               and len(node.args) < 3 and "other" not in keywords(node))
 
 
 _UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}

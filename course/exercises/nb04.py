@@ -6,7 +6,6 @@ import ast
 import builtins
 import inspect
 import numbers
-import operator
 import textwrap
 
 import torch
@@ -21,6 +20,7 @@ from course.exercises.core import (
     require_jit,
     user_error,
 )
+from course.exercises.nb02 import whole_number
 
 __all__ = ['check_wave_blocks', 'check_grouped_tile']
 
@@ -193,21 +193,6 @@ def _orders():
             ("20 x 13 tiles in grouped order (GROUP_M = 4)", *_grouped_order(20, 13, 4), 108)]
 
 
-def _count(value) -> int | float | None:
-    """``value`` as an int; a float (whole or not) stays a float, to be refused with its own message;
-    None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
-        return value.item()
-    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
-        return float(value)
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
 def _pairs(got, call: str) -> list[tuple[int, int]]:
     """The learner's result as a list of (A, B) pairs of ints, or a ✗ that says what shape to return."""
     shape = "return a list with one (A blocks, B blocks) pair per wave: [(a0, b0), (a1, b1), ...]"
@@ -223,7 +208,7 @@ def _pairs(got, call: str) -> list[tuple[int, int]]:
             a, b = item
         except (TypeError, ValueError):
             raise Failed(f"{call} returned {_short(got)}: each wave's entry must be two counts; {shape}") from None
-        a, b = _count(a), _count(b)
+        a, b = whole_number(a), whole_number(b)
         if a is None or b is None:
             raise Failed(f"{call} returned {_short(got)}: the counts must be whole numbers; {shape}")
         fraction = next((v for v in (a, b) if isinstance(v, float) and not v.is_integer()), None)
