@@ -558,23 +558,19 @@ def reference_refused(name: str, answers=()):
     for piece, reference in pieces:
         if inspect.isfunction(reference) and not reference.__code__.co_freevars:
             swapped.append((reference, reference.__code__))
-            reference.__code__ = _refusing.__code__
+            reference.__code__ = _refusing.__code__.replace(co_name=piece)  # the name the refusal gives
         elif hasattr(reference, "fn"):  # a kernel: its launch (kernel[grid](...)) goes through .run
             launched.append(reference)
             reference.run = functools.partial(_refuse_launch, piece)
-    global _REFUSED
-    saved, _REFUSED = _REFUSED, name
     try:
         yield
     finally:
-        _REFUSED = saved
         for reference, code in swapped:
             reference.__code__ = code
         for reference in launched:
             reference.__dict__.pop("run", None)
 
 
-_REFUSED: str | None = None  # the exercise whose reference refuses to run
 REFUSE_REFERENCE = True  # the course's own tests turn it off to hand the references to the checks
 
 
@@ -588,10 +584,10 @@ def _refuse_launch(piece, *args, **kwargs):
 
 
 def _refusing(*args, **kwargs):
-    """Stands in for a reference solution's body during its check. Its own globals are the solutions
-    module's, so it finds this module through ``__import__``."""
+    """Stands in for a reference solution's body during its check, its code renamed after that piece. Its
+    globals are the solutions module's, so it finds this module (and sys) through ``__import__``."""
     core = __import__("course.exercises.core", fromlist=["core"])
-    raise core.UsesReference(core._refusal(core._REFUSED or "the exercise"))
+    raise core.UsesReference(core._refusal(__import__("sys")._getframe().f_code.co_name))
 
 
 def _no_hook(*args, **kwargs):
