@@ -257,7 +257,7 @@ def _masks_some(mask) -> bool:
 UNFILLED_LOADS: list[str] = []
 UNFILLED_HINT = ("a masked tl.load without other= leaves the values it masks off undefined (a GPU may give "
                  "garbage; this check gave them inf): where they reach a sum, a maximum or a tl.dot, give "
-                 "other= (0.0 for a sum, -inf for a maximum)")
+                 "other= (0.0 for a sum, -inf for a maximum, 0.0 for a maximum of |x|)")
 
 
 def masked_addresses(ptrs, mask) -> np.ndarray:

@@ -36,9 +36,9 @@ def whole_number(value):
     """``value`` as an int when it is one in any integer form (Python's, numpy's, a 0-d integer tensor); a
     float (even a whole one, 20.0) as a float; None for anything else. A count is an int: the exercises of
     notebooks 02, 04 and 05 accept every integer form and refuse floats, with a message that says so."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dim() > 0):
+        return None  # a tensor of shape (1,) is a list of one count, not a count (torch would index it)
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
         return float(value.item())
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         return float(value)
@@ -59,7 +59,9 @@ def _counted(name: str, fn) -> tuple[Callable[[int], int | float], str | None]:
             raise user_error(f"{name}({n})", err) from None
         count = whole_number(got)
         if count is None:
-            raise Failed(f"{name}({n}) returned {got!r}: return the number of bytes, an int")
+            tensor = isinstance(got, torch.Tensor) and got.numel() == 1
+            raise Failed(f"{name}({n}) returned {got!r}: return the number of bytes, an int"
+                         + (" (.item() turns a one-element tensor into a number)" if tensor else ""))
         if isinstance(count, float) and floats is None:
             floats = (f"{name}({n}) returned {got!r}: the count is right, but a float; a count of bytes is a whole "
                       "number, so return an int (4 * n, not 4.0 * n; // divides without leaving a float)")

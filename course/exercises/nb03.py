@@ -119,6 +119,7 @@ class _Launch:
     kernel: object
     grid: tuple  # three ints
     args: dict  # every argument by name (tensors, ints, constexprs)
+    axes: int = 3  # how many axes the launch gave its grid
 
 
 class _Launches(contextlib.AbstractContextManager):
@@ -162,10 +163,11 @@ def _launch(kernel, grid, args, kwargs) -> _Launch:
             grid = grid(named)
         if isinstance(grid, int):
             grid = (grid,)
+        axes = len(grid)
         grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     except Exception:
-        grid = None
-    return _Launch(kernel, grid, named)
+        grid, axes = None, 3
+    return _Launch(kernel, grid, named, axes)
 
 
 _TRITON_DIR = None
@@ -514,6 +516,13 @@ _T_MODELS = [
             load_mask=("N", "N"), store_mask=("N", "N")),
     _TModel("the store's mask compares rows with N and columns with M: x has M rows and N columns",
             store_mask=("N", "M")),
+    _TModel("the masks drop x's last row (rows < M - 1): x's last row is M - 1, and rows < M keeps it",
+            load_mask=("M - 1", "N"), store_mask=("M - 1", "N")),
+    _TModel("the masks drop x's last column (columns < N - 1): x's last column is N - 1, and columns < N keeps it",
+            load_mask=("M", "N - 1"), store_mask=("M", "N - 1")),
+    _TModel("the masks drop x's last row and last column (rows < M - 1, columns < N - 1): x's last row is M - 1 "
+            "and its last column N - 1, and rows < M, columns < N keep them",
+            load_mask=("M - 1", "N - 1"), store_mask=("M - 1", "N - 1")),
     _TModel("the masks let one row and one column too many through (<= where < belongs): the last row of x is "
             "M - 1", load_mask=("M + 1", "N + 1"), store_mask=("M + 1", "N + 1")),
     _TModel("a tile has BLOCK_N rows and BLOCK_M columns: the other way round (tl.arange(0, BLOCK_M) counts its "
@@ -876,6 +885,9 @@ def _wrapper_mistake(run: _TRun) -> str | None:
     if grid[:2] == tiles[::-1]:
         return ("the grid's axes are swapped: axis 0 counts the tiles along M (x's rows), axis 1 those along "
                 "N, as the kernel's tl.program_id(0) and (1) read them")
+    if launch.axes >= 2 and grid[:2] == (-(-case.N // case.block_m), -(-case.M // case.block_n)):
+        return ("the grid is sized from out's shape (N x M), but a program's tile is BLOCK_M of x's rows by BLOCK_N "
+                "of its columns: cdiv(M, block_m) along axis 0 and cdiv(N, block_n) along axis 1, from x's shape")
     if grid[1] == 1 and grid[0] == tiles[0] * tiles[1]:
         return ("the grid is 1-D: with one axis, tl.program_id(1) is always 0; launch a 2-D grid, one "
                 "program per tile along M and along N")
@@ -906,10 +918,12 @@ class _MModel:
     sizes: tuple = ("BLOCK_M", "BLOCK_N")
     k_steps: str = "right"  # where each step of K starts, in A and in B (see _k_starts)
     accumulate: bool = True  # False: each step replaces the accumulator
+    twice: bool = False  # each step adds the accumulator to itself as well (acc += tl.dot(a, b, acc))
     a_mask: tuple | None = ("M", "K")  # bounds of A's rows and of K (None inside: not masked)
     b_mask: tuple | None = ("K", "N")
     c_mask: tuple | None = ("M", "N")
     store_dtype: torch.dtype | None = None  # the dtype the accumulator is rounded to before C's (a 16-bit store)
+    load_dtype: torch.dtype | None = None  # the dtype A's and B's blocks are rounded to before tl.dot
 
 
 def _k_starts(kind: str, K: int, bk: int) -> tuple:
@@ -928,7 +942,12 @@ _M_RIGHT = _MModel()
 _ADD = "acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)"
 _SIXTEEN = ("C is float32 here, but the store rounded the accumulator to {dtype} first (acc.to(tl.{dtype})?): "
             "{why}. Convert to C's own dtype, c_ptr.dtype.element_ty")
+_INPUTS = ("A and B are float32 here, but their blocks were rounded to {dtype} before tl.dot (a.to(tl.{dtype})?): "
+           "{why}. Give tl.dot the blocks as they were loaded; only the result is converted, at the store")
 _M_MODELS = [
+    # the inputs' rounding before the store's: a store through bfloat16 is close enough to hide them
+    _MModel(_INPUTS.format(dtype="float16", why="float16 keeps 11 bits of float32's 24"), load_dtype=torch.float16),
+    _MModel(_INPUTS.format(dtype="bfloat16", why="bfloat16 keeps 8 bits of float32's 24"), load_dtype=torch.bfloat16),
     _MModel(_SIXTEEN.format(dtype="float16", why="float16 keeps 11 bits of the float32 accumulator's 24, and stops "
                             "at 65504, past which C becomes inf"), store_dtype=torch.float16),
     _MModel(_SIXTEEN.format(dtype="bfloat16", why="bfloat16 keeps 8 bits of the float32 accumulator's 24"),
@@ -937,6 +956,19 @@ _M_MODELS = [
             k_steps="first"),
     _MModel(f"only the last step of K counts: each step replaced the accumulator instead of adding to it ({_ADD})",
             accumulate=False),
+    _MModel("the accumulator is added twice at every step: tl.dot(a, b, acc) already adds acc to the product, "
+            "so acc += tl.dot(a, b, acc) doubles it; write acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)",
+            twice=True),
+    # which load's mask: a step masked off in A or in B adds the same zeros, so one message for either
+    *(_MModel("a mask along K drops K's last element: (k + offsets) < K - 1 stops at K - 2, but K's last element is "
+              "K - 1; mask (k + offsets along K) < K in both loads", a_mask=a_mask, b_mask=b_mask)
+      for a_mask, b_mask in ((("M", "K - 1"), ("K - 1", "N")), (("M", "K - 1"), ("K", "N")),
+                             (("M", "K"), ("K - 1", "N")))),
+    _MModel("the masks along K let one element past K through ((k + offsets) <= K, or < K + 1): K's last element "
+            "is K - 1; mask (k + offsets along K) < K in both loads", a_mask=("M", "K + 1"), b_mask=("K + 1", "N")),
+    *(_MModel(f"the offsets along K are masked with {bound}: K is the length of A's rows and of B's columns, so "
+              "mask (k + offsets along K) < K in both loads", a_mask=("M", a_bound), b_mask=(b_bound, "N"))
+      for bound in ("M", "N") for a_bound, b_bound in ((bound, bound), (bound, "K"), ("K", bound))),
     _MModel("every step of K loads the same first blocks of A and B: the offsets along K must move with the "
             "loop (the loop's k plus the offsets within one step)", k_steps="same"),
     _MModel("every step of K loads the same first block of A: its offsets along K must move with the loop, as "
@@ -1202,8 +1234,10 @@ def _replay_matmul(model: _MModel, run: _MRun):
         b = _gather(b_flat, b_memory.offset + kb[None, :, None] * sb[0] + cols[:, None, :] * sb[1], b_mask)
         if a is None or b is None:
             return None
+        if model.load_dtype is not None:
+            a, b = a.to(model.load_dtype).double(), b.to(model.load_dtype).double()
         product = torch.bmm(a, b)
-        acc = acc + product if model.accumulate else product
+        acc = (2 * acc if model.twice else acc) + product if model.accumulate else product
     values = torch.full((run.c.flat.numel(),), float("nan"), dtype=torch.float64)
     written = torch.zeros(run.c.flat.numel(), dtype=torch.long)
     where = run.c.offset + rows[:, :, None] * sc[0] + cols[:, None, :] * sc[1]
@@ -1253,7 +1287,7 @@ def check_matmul_kernel(matmul_kernel) -> str:
     with _one_thread():
         for i, case in enumerate(cases):
             later = (lambda rest=cases[i + 1:]: (_run_matmul(matmul_kernel, c, generator) for c in rest))
-            _judge_matmul(_run_matmul(matmul_kernel, case, generator), later)
+            _judge_matmul(_run_matmul(matmul_kernel, case, generator), later, matmul_kernel)
     if not _reads_checked() and unmasked_loads(matmul_kernel):
         raise Failed("the results are right, but a tl.load has no mask: at the edges it reads past the ends "
                      "of A and B, which can fault on a GPU; mask rows, columns and K, with other=0.0")
@@ -1268,7 +1302,7 @@ def check_matmul_kernel(matmul_kernel) -> str:
             f"transposed, sliced and strided A, B and C, and a long float16 K{'; no load outside A or B' if _reads_checked() else ''}")
 
 
-def _judge_matmul(run: _MRun, later: Callable = lambda: iter(())) -> None:
+def _judge_matmul(run: _MRun, later: Callable = lambda: iter(()), kernel=None) -> None:
     """Raise the ✗ for the first thing wrong in one run. ``later()`` yields runs of the later cases, to tell
     apart mistakes that this case cannot (a mask with N for M and rows counted with BLOCK_N store the same
     elements of a 32 x 16 C)."""
@@ -1299,13 +1333,26 @@ def _judge_matmul(run: _MRun, later: Callable = lambda: iter(())) -> None:
                 break
     if matches:
         raise Failed(f"on {case.what}: {matches[0].message.format(**run.args)}")
+    if runtime.INTERPRET and case.dtype == torch.float32 and kernel is not None and _converts_to_bfloat16(kernel):
+        raise Failed(f"on {case.what}: {_matmul_damage(run, right)}. Your kernel converts to bfloat16: A, B and C "
+                     "are float32 here, so give tl.dot the blocks as loaded and store C's dtype "
+                     "(c_ptr.dtype.element_ty); and the CPU interpreter computes bfloat16 wrongly (as raw 16-bit "
+                     "integers), so on a CPU keep to float16 and float32")
     raise Failed(f"on {case.what}: {_matmul_damage(run, right)}. Hint: {case.hint}")
+
+
+def _converts_to_bfloat16(kernel) -> bool:
+    try:
+        tree = ast.parse(source_of(kernel))
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Attribute) and node.attr == "bfloat16" for node in ast.walk(tree))
 
 
 def _matmul_like(model: _MModel, run: _MRun) -> bool:
     """Whether the kernel did in ``run`` what ``model`` does."""
-    if model.store_dtype == run.case.dtype:
-        return False
+    if run.case.dtype in (model.store_dtype, model.load_dtype):  # a no-op on this dtype: the mistake acts right
+        model = dataclasses.replace(model, store_dtype=None, load_dtype=None)
     replay = _replay_matmul(model, run)
     # a 16-bit store: the kernel's conversion may round to nearest or cut off, and its sums and the
     # replay's may round to neighbouring 16-bit values: up to one unit in the last place apart

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections.abc
 import inspect
 import numbers
 import textwrap
@@ -198,6 +199,9 @@ def _pairs(got, call: str) -> list[tuple[int, int]]:
     shape = "return a list with one (A blocks, B blocks) pair per wave: [(a0, b0), (a1, b1), ...]"
     if isinstance(got, (str, bytes, dict)) or isinstance(got, numbers.Number) or got is None:
         raise Failed(f"{call} returned {_short(got)}: {shape}")
+    if isinstance(got, collections.abc.Iterator):  # a generator: the caller can go through it once only
+        raise Failed(f"{call} returned a {type(got).__name__}, which can be read only once (the plot after the "
+                     f"check would find it empty): {shape} (list(...) of it, or a list comprehension)")
     try:
         items = list(got)
     except TypeError:

@@ -81,6 +81,12 @@ def check_wave_count(wave_count) -> str:
         if not (isinstance(got, (tuple, list)) and len(got) == 3):
             raise Failed(f"{call} returned {got!r}: return three numbers, (tiles, waves, idle)")
         returned = got
+        shaped = next(((name, v) for name, v in zip(("tiles", "waves", "idle"), got) if getattr(v, "ndim", 0)), None)
+        if shaped:  # a tensor or array of one element or more: a list of counts, not a count (0-d ones are fine)
+            name, value = shaped
+            raise Failed(f"{call} returned {returned!r}: {name} is a {type(value).__name__} of shape "
+                         f"{tuple(value.shape)}, not a number: return three numbers (ints; .item() turns a one-element "
+                         "tensor into one)")
         got = tuple(whole_number(v) for v in got)  # ints in any integer form (a 0-d tensor, numpy's) are ints
         if any(v is None for v in got):
             raise Failed(f"{call} returned {returned!r}: return three numbers, (tiles, waves, idle)")
@@ -203,7 +209,11 @@ class _Launch:
 
     def keep(self, **mistake) -> list[bool]:
         """Which configurations the rule keeps, or (with ``mistake``) a rule with one step wrong."""
-        element = {"a": self.dtype.itemsize, "c": self.out.itemsize, "two": 2, "one": 1}[mistake.get("element", "a")]
+        element = mistake.get("element", "a")
+        if isinstance(element, tuple):  # (dtypes, size): those dtypes counted as size bytes, the others right
+            element = element[1] if self.dtype in element[0] else self.dtype.itemsize
+        else:
+            element = {"a": self.dtype.itemsize, "c": self.out.itemsize, "two": 2, "four": 4, "one": 1}[element]
         stages = mistake.get("stages", "num_stages")
         limit = _GPUS["H100"][0] if mistake.get("fixed_limit") else self.limit  # an H100's, whatever the GPU
         sms = _GPUS["H100"][1] if mistake.get("fixed_sms") else self.sms
@@ -211,7 +221,12 @@ class _Launch:
         fits, fill = [], []
         for bm, bn, bk, warps, num_stages in self.blocks:
             block = mistake.get("block")
-            per_stage = bm * bn if block == "tile" else bm * bk + bk * bn + (bm * bn if block == "C per stage" else 0)
+            if isinstance(block, tuple):  # the shapes counted for A's and B's blocks: ("mk", "kk"), ...
+                side = {"m": bm, "n": bn, "k": bk}
+                per_stage = sum(side[shape[0]] * side[shape[1]] for shape in block)
+            else:
+                per_stage = bm * bn if block == "tile" else bm * bk + bk * bn + (bm * bn if block == "C per stage"
+                                                                                 else 0)
             count = {"num_stages": num_stages, "none": 1, "num_warps": warps}[stages]
             need = count * per_stage * element + (bm * bn * element if block == "C once" else 0)
             fits.append(need < limit if mistake.get("strict_limit") else need <= limit)
@@ -330,8 +345,8 @@ def _fixed_mistakes() -> list:
 _ROUNDED = ("the fill is rounded before it is compared with min_fill: waves 0.795 full round to 0.8, but they are "
             "not 0.8 full; compare tiles / (waves x sms) as it is, unrounded")
 
-# Mistakes of one step each, the hint for each; the first that explains every call the learner's
-# function answered gets its hint.
+# Mistakes of one step each, the hint for each; of those that explain every call the learner's function
+# answered, the one that explains the most later calls too gets its hint (the first in the list at a tie).
 _MISTAKES = [
     (dict(ignore="shared"), "it keeps configurations whatever shared memory they need: drop those that need "
                             "more than shared_limit"),
@@ -344,6 +359,8 @@ _MISTAKES = [
                         "element size that counts (C's dtype can differ, e.g. int8 into int32)"),
     (dict(element="two"), "every dtype counts as 2 bytes: the bytes per element come from A's dtype "
                           "(named_args['a_ptr'].element_size())"),
+    (dict(element="four"), "every dtype counts as 4 bytes: the bytes per element come from A's dtype "
+                           "(named_args['a_ptr'].element_size()), whatever it is"),
     (dict(block="tile"), "the shared memory counts a BLOCK_M x BLOCK_N tile: a stage holds a BLOCK_M x BLOCK_K "
                          "block of A and a BLOCK_K x BLOCK_N block of B"),
     (dict(block="C per stage"), "the shared memory adds a BLOCK_M x BLOCK_N tile of C to every stage: the stages "
@@ -367,6 +384,47 @@ _MISTAKES = [
     (dict(rounded=1), _ROUNDED),
     (dict(rounded=2), _ROUNDED),
 ]
+
+
+def _element_mistakes() -> list:
+    """Rules that count the elements of some dtypes (int8, float8, both, float32, float16) with a wrong size,
+    the others right: a size written in for the dtypes the learner had in mind (``element = 2``, or 2 unless
+    float32)."""
+    f8 = torch.float8_e4m3fn
+    groups = [((torch.int8,), "an int8 element"), ((f8,), "a float8 element"),
+              ((torch.int8, f8), "an 8-bit element (int8, float8)"), ((torch.float32,), "a float32 element"),
+              ((torch.float16,), "a float16 element")]
+    return [(dict(element=(dtypes, size)),
+             f"it counts {what} as {plural(size, 'byte')}: the bytes per element come from A's dtype "
+             "(named_args['a_ptr'].element_size()), whatever it is; the check tries dtypes of 1, 2 and 4 bytes")
+            for dtypes, what in groups for size in (1, 2, 4) if size != dtypes[0].itemsize]
+
+
+_SIDES = {"m": "BLOCK_M", "n": "BLOCK_N", "k": "BLOCK_K"}
+_STAGE = "a stage holds a BLOCK_M x BLOCK_K block of A and a BLOCK_K x BLOCK_N block of B"
+
+
+def _block_mistakes() -> list:
+    """Rules that count a stage's blocks of A and B with other shapes (``bk * bk`` for B's, ``bm * bm`` for A's,
+    ...): each pair of shapes once, the right one left out."""
+    import itertools
+
+    shape = lambda s: f"{_SIDES[s[0]]} x {_SIDES[s[1]]}"  # noqa: E731
+    found = []
+    for a, b in itertools.combinations_with_replacement(("mk", "kn", "kk", "mm", "nn", "mn"), 2):
+        if {a, b} == {"mk", "kn"}:
+            continue
+        if "mk" in (a, b):
+            hint = f"B's block is counted as {shape(b if a == 'mk' else a)}: B's block is BLOCK_K x BLOCK_N ({_STAGE})"
+        elif "kn" in (a, b):
+            hint = f"A's block is counted as {shape(b if a == 'kn' else a)}: A's block is BLOCK_M x BLOCK_K ({_STAGE})"
+        else:
+            hint = f"a stage's blocks are counted as {shape(a)} and {shape(b)}: {_STAGE}"
+        found.append((dict(block=(a, b)), f"the shared memory is counted from the wrong blocks: {hint}"))
+    return found
+
+
+_MISTAKES += _element_mistakes() + _block_mistakes()
 
 
 # What autotune adds to each call of early_config_prune: the launch's keyword arguments.
@@ -464,8 +522,11 @@ def check_prune_configs(prune_configs) -> str:
     (``num_stages × (BLOCK_M·BLOCK_K + BLOCK_K·BLOCK_N) ×`` A's element size) is at most
     ``shared_limit`` and, of those, the ones whose waves are at least ``min_fill`` full (tiles /
     (waves × sms)); all that fit when none is. Tried on several GPUs, dtypes of 1, 2 and 4 bytes,
-    exact limits, and seeded random shapes. The course's counting helpers (``tiled.shared_bytes``,
-    ``tiled.waves``) may be used: the exercise is the pruning, and only the solution's is refused."""
+    exact limits, and seeded random shapes. Every call has at least one configuration that fits (a test
+    asserts it): on a GPU where none fits, autotune has nothing to launch and the list of configurations is
+    what to change, so what a pruning returns then is not checked. The course's counting helpers
+    (``tiled.shared_bytes``, ``tiled.waves``) may be used: the exercise is the pruning, and only the
+    solution's is refused."""
     import inspect
 
     from course import solutions
@@ -545,22 +606,31 @@ def _more_answers(prune_configs, launches) -> list:
 
 
 def _prune_hint(answered, evidence=None, prune_configs=None) -> str:
-    """What a wrong pruning most likely got wrong: the one-step mistake (or an H100's numbers written in
-    place of arguments the function never reads) that explains every answer, the later calls' too, else
-    every answer up to the wrong one, else the wrong one; else the first configuration kept or dropped
-    wrongly."""
+    """What a wrong pruning most likely got wrong: of the one-step mistakes (and an H100's numbers written in
+    place of arguments the function never reads) that explain every answer up to the wrong one (else the
+    wrong one), the one that explains the most of ``evidence`` (those answers and the later calls'), the
+    first in the list at a tie; else the first configuration kept or dropped wrongly."""
     import ast
 
     launch, kept = answered[-1]
+    evidence = evidence or answered
     reads = {key: None if prune_configs is None else _reads(prune_configs, name) for key, (name, _) in _FIXED.items()}
     fixed = [(mistake, hint) for mistake, hint in _fixed_mistakes() if all(reads[key] is not True for key in mistake)]
-    for calls in (evidence or answered, answered, answered[-1:]):
-        for mistake, hint in fixed + _MISTAKES:
-            if all(launch_.keep(**mistake) == kept_ for launch_, kept_ in calls):
-                if mistake.get("element") == "two" and prune_configs is not None and uses(
-                        prune_configs, lambda n: isinstance(n, ast.Attribute) and n.attr == "shared_bytes"):
-                    hint += " (tiled.shared_bytes counts 2 unless told otherwise: pass it element_bytes)"
-                return hint
+
+    def explained(mistake, calls) -> int:
+        return sum(launch_.keep(**mistake) == kept_ for launch_, kept_ in calls)
+
+    for calls in (answered, answered[-1:]):
+        # of the mistakes that explain these calls, the one that explains the most of all the evidence (the
+        # first such in the list): several may agree with the first calls (int8 counted as 2 bytes, and C's
+        # element size, agree on an int8 product into int32), the later ones tell them apart
+        agree = [(mistake, hint) for mistake, hint in fixed + _MISTAKES if explained(mistake, calls) == len(calls)]
+        if agree:
+            mistake, hint = max(agree, key=lambda pair: explained(pair[0], evidence))
+            if mistake.get("element") == "two" and prune_configs is not None and uses(
+                    prune_configs, lambda n: isinstance(n, ast.Attribute) and n.attr == "shared_bytes"):
+                hint += " (tiled.shared_bytes counts 2 unless told otherwise: pass it element_bytes)"
+            return hint
     unread = [name for key, (name, _) in _FIXED.items() if reads[key] is False]
     if unread:
         return (f"it never reads {' and '.join(', '.join(unread).rsplit(', ', 1))}: the GPU's numbers reach the "

@@ -282,6 +282,7 @@ def check_persistent_loop(persistent_matmul_kernel) -> str:
                 wrong = _expected_log(mine["initial"], programs, group_m, nm * nn, (nm, nn), logged)
                 if wrong is not None and torch.equal(mine["raw"], wrong):
                     raise Failed(f"on {case}: {why}")
+            _wrong_num_tiles(case, mine, M, N, block_m, block_n, programs, group_m)
         picture = lambda: plots.schedules({"yours": mine, "the reference": ref}, title=case)  # noqa: E731
         _diagnose_schedule(case, mine, ref, programs, picture, kernel, contiguous_right and is_strided)
         contiguous_right = contiguous_right or not is_strided
@@ -366,6 +367,23 @@ def _flat_num_tiles(case, mine, kernel, M, N, block_m, block_n, programs, group_
             raise Failed(f"on {case}: num_tiles counts C's elements divided by a tile's, which with ragged edges is "
                           "not the number of tiles: num_tiles must be num_pid_m * num_pid_n (a partial tile counts "
                           "as a whole one)")
+
+
+def _wrong_num_tiles(case, mine, M, N, block_m, block_n, programs, group_m) -> None:
+    """A ✗ where the log is that of the right grid and tile mapping, but a loop over another count of tile
+    ids, one made of the wrong sizes (num_pid_m * num_pid_m, ...), whether log_tile got that count or not."""
+    nm, nn = triton.cdiv(M, block_m), triton.cdiv(N, block_n)
+    counts = {"num_pid_m * num_pid_m": nm * nm, "num_pid_n * num_pid_n": nn * nn, "num_pid_m": nm,
+              "num_pid_n": nn, "num_pid_m + num_pid_n": nm + nn}
+    for expression, count in counts.items():
+        if count == nm * nn:
+            continue
+        for logged in ((count, nn), (nm * nn, nn)):
+            wrong = _expected_log(mine["initial"], programs, group_m, count, (nm, nn), logged)
+            if wrong is not None and torch.equal(mine["raw"], wrong):
+                raise Failed(f"on {case}: the loop runs over {count} tile ids ({expression} here), but C has "
+                             f"num_pid_m x num_pid_n = {nm} x {nn} = {nm * nn} tiles: num_tiles = num_pid_m * "
+                             "num_pid_n, and the loop takes every id below it")
 
 
 def _num_tiles_from_sizes(kernel) -> bool:
@@ -531,8 +549,9 @@ def _diagnose_schedule(case: str, mine: dict, ref: dict, programs: int, picture,
         raise Failed(f"on {case}: {plural(twice, 'tile')} computed more than once and {never} never "
                       f"(of {tiles}): {why}", picture())
     if not written:
-        raise Failed(f"on {case}: every tile was logged once, but C was never written: compute each tile with "
-                      "matmul_tile")
+        slip = _argument_slip(kernel)
+        raise Failed(f"on {case}: every tile was logged once, but C was never written"
+                     + (slip or ": compute each tile with matmul_tile"))
     if not product_right:
         if only_strides_new:
             raise Failed(f"on {case}: every tile was computed once, but the product is wrong, where it was right "

@@ -190,6 +190,12 @@ def check_linear(linear_kernel) -> str:
         _stored_inside(case, memory, owned)
         _holes(case, c, block_m, block_n)
         _diagnose_product(case, linear_kernel, a, w, c, block_k, is_strided)
+        # within float16's tolerance, yet off by more than its rounding (a GPU rounds bfloat16 to nearest)
+        got, exact = c.double().cpu(), a.double().cpu() @ w.double().cpu().T
+        err, floor = _precision(got, exact)
+        if err > 3 * floor + 1e-7:
+            _rounded_to_bfloat16(case, got, exact)
+            _scaled(case, got, exact)
     _long_k(linear_kernel, residual=False)
     _each_program_its_own_tiles(lambda grid, a, w, c, **kw: linear_kernel[grid](a, w, c, *_sizes(a, w),
                                                                                  *a.stride(), *w.stride(),
@@ -294,12 +300,100 @@ def _diagnose_product(case: str, kernel, a, w, c, block_k: int, is_strided: bool
                           "takes tl.cdiv(K, BLOCK_K) steps, the last one with boundary=True")
         raise Failed(f"on {case}: the last, partial step of K is missing or zero: tell GemmContext whether K is a "
                       "multiple of BLOCK_K (even_k=EVEN_K)")
+    _diagnose_value_error(case, kernel, c, A, Wd, block_k, extra)
     if is_strided:  # right on every contiguous case before it
         raise Failed(f"on {case}: wrong values, where the contiguous cases were right: build each view from the "
                       "stride arguments you are given (stride_am, stride_ak, stride_wn, stride_wk), not from the "
                       "sizes and 1")
-    raise Failed(f"on {case}: wrong values{extra}. A is M x K (stride_am, stride_ak), B = W.T is K x N, C is "
+    raise Failed(f"on {case}: wrong values{extra}, in the wrong places: C is not A @ W.T up to a rounding, a "
+                  "constant factor or a missing K step. A is M x K (stride_am, stride_ak), B = W.T is K x N, C is "
                   "M x N (stride_cm, stride_cn); check each view's sizes and strides")
+
+
+def _rel(got, want) -> float:
+    return (torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want)).item()
+
+
+def _roundings(exact):
+    """``exact`` (float64) as the float32 accumulator rounded to bfloat16 before C's float16 store: to nearest (a
+    GPU) and toward 0 (Triton's interpreter)."""
+    f32 = exact.float()
+    return [f32.bfloat16().double(), (f32.view(torch.int32) & -65536).view(torch.float32).double()]
+
+
+def _precision(got, exact):
+    """(C's relative error, that of a float32 accumulator rounded once to float16 at the store)."""
+    return _rel(got, exact), _rel(exact.float().half().double(), exact)
+
+
+def _rounded_to_bfloat16(case: str, got, exact, extra: str = "") -> None:
+    """A ✗ when C (float64, on the CPU) is ``exact`` rounded to bfloat16 on its way to the store."""
+    err, floor = _precision(got, exact)
+    if err > 3 * floor + 1e-7 and any(_rel(got, r) < 0.5 * err for r in _roundings(exact)):
+        raise Failed(f"on {case}: C's values{extra} are in their places, but rounded to bfloat16 on their way to the "
+                      "store: every element is off by bfloat16's rounding (8 bits), coarser than C's float16 (11). "
+                      "Store the float32 accumulator as it is: the output view converts it to C's type, once")
+
+
+def _less_precise(case: str, kernel, got, exact, extra: str = "") -> None:
+    """A ✗ when every element of C is near its value, but C is less precise than float16 allows."""
+    err, floor = _precision(got, exact)
+    near = ((got - exact).abs() <= 0.07 * exact.abs() + 0.01 * exact.pow(2).mean().sqrt()).all()
+    if err > 3 * floor + 1e-7 and near:
+        narrow = _narrow_types(kernel)
+        raise Failed(f"on {case}: C's values{extra} are in their places, each near its value, but {err / floor:.0f} "
+                      f"times less precise than float16 allows (off by {err:.2g}, relative): something rounds to "
+                      "fewer bits on the way" + (f" (your kernel converts to {narrow})" if narrow else "")
+                      + ", or scales the values a little. Keep the accumulator in float32 up to the store, and store "
+                      "it as it is: the output view converts it once")
+
+
+def _scaled(case: str, got, exact, extra: str = "") -> None:
+    """A ✗ when C (float64, on the CPU) is ``exact`` times a constant other than 1 (within float16's tolerance
+    of it, and much nearer it than to ``exact``)."""
+    err, floor = _precision(got, exact)
+    factor = float((got * exact).sum() / (exact * exact).sum())
+    explained = _rel(got, factor * exact) < max(0.25 * err, 2 * floor)  # the factor accounts for the error
+    if abs(factor - 1) > 2 * floor and close(got, factor * exact) and explained:
+        raise Failed(f"on {case}: C's values{extra} are in their places, but all scaled by the same factor, about "
+                      f"{factor:.4g}: C is A @ W.T, stored as the accumulator comes out of the K loop, with nothing "
+                      "multiplying it")
+
+
+def _diagnose_value_error(case: str, kernel, c, A, Wd, block_k: int, extra: str = "") -> None:
+    """A ✗ for C's elements all in their places, their values off: rounded to bfloat16, a K step missing or added
+    twice, a constant factor or offset, another rounding. Nothing when it is none of these (the addressing
+    messages follow)."""
+    got, exact = c.double().cpu(), A @ Wd.T
+    _rounded_to_bfloat16(case, got, exact, extra)
+    K = A.shape[1]
+    steps = -(-K // block_k)
+    for j in range(steps) if steps > 1 else ():
+        part = A[:, j * block_k:(j + 1) * block_k] @ Wd[:, j * block_k:(j + 1) * block_k].T
+        which = "the first step" if j == 0 else "the last step" if j == steps - 1 else f"step {j}"
+        where = f"{which} of K (k from {j * block_k} to {min(K, (j + 1) * block_k)})"
+        if close(got, exact - part):
+            if _calls_method(kernel, "reduce_k_range"):
+                how = ("the range of steps you give reduce_k_range is [k_begin, k_end): it runs from 0 to "
+                       "tl.cdiv(K, BLOCK_K)")
+            elif _calls_reduce_tile(kernel):
+                how = "your K loop must visit every k_idx, from 0 to tl.cdiv(K, BLOCK_K) - 1"
+            else:
+                how = "the K loop must cover every step, from 0 to tl.cdiv(K, BLOCK_K)"
+            raise Failed(f"on {case}: C's values{extra} are in their places, but {where} is missing from the sum "
+                          f"({steps} steps of BLOCK_K here): {how}")
+        if close(got, exact + part):
+            raise Failed(f"on {case}: C's values{extra} are in their places, but {where} is added twice: each step of "
+                          "K counts once, from 0 to tl.cdiv(K, BLOCK_K)")
+    _scaled(case, got, exact, extra)
+    err, floor = _precision(got, exact)
+    offset = float((got - exact).mean())
+    explained = _rel(got, exact + offset) < max(0.25 * err, 2 * floor)
+    if abs(offset) > 2 * floor * exact.abs().mean() and close(got, exact + offset) and explained:
+        raise Failed(f"on {case}: C's values{extra} are in their places, but all shifted by the same amount, about "
+                      f"{offset:.3g}: C is A @ W.T, stored as the accumulator comes out of the K loop, with nothing "
+                      "added to it")
+    _less_precise(case, kernel, got, exact, extra)
 
 
 def _each_program_its_own_tiles(launch) -> None:
@@ -358,6 +452,7 @@ def check_linear_residual(linear_residual_kernel) -> str:
             _nothing_or_c_read(case, kernel, a, w, r, M, N, K, block_m, block_n, block_k, is_strided, product)
         _holes(case, c, block_m, block_n)
         _diagnose_residual(case, c, product, r, r_memory, M, N)
+        _r_on_some_tiles(case, c, product, r0, block_m, block_n)
         _product_alone(case, kernel, a, w, M, N, K, block_m, block_n, block_k, is_strided)
     _precise_r(kernel)
     _long_k(kernel, residual=True)
@@ -466,6 +561,44 @@ def _diagnose_residual(case, c, product, r, r_memory, M, N) -> None:
             continue
         if close(c, product + wrong):
             raise Failed(f"on {case}: {why}")
+
+
+def _r_on_some_tiles(case, c, product, r0, block_m: int, block_n: int) -> None:
+    """A ✗ when every tile of C is either A @ W.T + R or A @ W.T alone, and both kinds occur: R is added under a
+    condition (on the tile id, the program, the tile's place)."""
+    M, N = c.shape
+    got = c.double().cpu()
+    num_pid_m, num_pid_n = -(-M // block_m), -(-N // block_n)
+    total = num_pid_m * num_pid_n
+    ids = {grouped_tile_in_python(t, num_pid_m, num_pid_n, 8): t for t in range(total)}
+    with_r, without_r = [], []
+    for (i, j), t in sorted(ids.items(), key=lambda item: item[1]):
+        rows, cols = slice(i * block_m, (i + 1) * block_m), slice(j * block_n, (j + 1) * block_n)
+        if close(got[rows, cols], product[rows, cols] + r0[rows, cols]):
+            with_r.append(t)
+        elif close(got[rows, cols], product[rows, cols]):
+            without_r.append(t)
+        else:
+            return
+    if not with_r or not without_r:
+        return
+
+    def tiles(ts):
+        shown = ", ".join(str(t) for t in ts[:6]) + (f" and {len(ts) - 6} more" if len(ts) > 6 else "")
+        programs = sorted({t % _PROGRAMS for t in ts})
+        return (f"tile id{'s' if len(ts) > 1 else ''} {shown} (of program{'s' if len(programs) > 1 else ''} "
+                f"{', '.join(map(str, programs))})")
+
+    which = ""
+    if with_r == list(range(min(_PROGRAMS, total))):
+        which = ", each program's first"
+    elif len({t % _PROGRAMS for t in with_r}) == 1 and len(with_r) == len(range(with_r[0] % _PROGRAMS, total,
+                                                                                  _PROGRAMS)):
+        which = f", all those of program {with_r[0] % _PROGRAMS} and no other's"
+    raise Failed(f"on {case}: R was added on {len(with_r)} of {total} tiles only{which}: {tiles(with_r)} got it, "
+                  f"{tiles(without_r)} hold A @ W.T without R. Every tile adds its own tile of R: load it and add "
+                  "it inside the loop over the tiles, with no condition on the tile id, the program or the tile's "
+                  "place")
 
 
 def _product_alone(case, kernel, a, w, M, N, K, block_m, block_n, block_k, is_strided) -> None:

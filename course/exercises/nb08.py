@@ -524,7 +524,7 @@ def _run_quantize_case(kernel, case: _Case) -> None:
         i = int(torch.nonzero(unwritten)[0])
         raise Failed(f"on {what}: the scale of row {i} was never stored: every row, in every program, stores "
                       "its scale (rows < M)")
-    _diagnose_scales(case, scale, x_before.cpu(), x)
+    _diagnose_scales(case, scale, x_before.cpu(), x, q)
     got = q.cpu().long()
     unwritten = got == _Q_GUARD
     if unwritten.any():
@@ -538,7 +538,7 @@ def _run_quantize_case(kernel, case: _Case) -> None:
                      (f": rows longer than BLOCK_N = {case.block_n} need a loop over all their blocks in the second "
                       "pass too" if later else ": every program stores all of its rows' values (masked, not "
                       "skipped)"))
-    _diagnose_q(case, scale, got)
+    _diagnose_q(case, scale, got, x_before.cpu(), x, q)
     zero = torch.nonzero(values.float().abs().amax(dim=1) == 0).flatten()
     if nans and len(zero):  # right values, but from a NaN that became 0 by chance (the interpreter's cast)
         raise _divided_by_zero(case, int(zero[0]), "your kernel converted a NaN, from 0 / 0 (or 0 · inf), to "
@@ -626,7 +626,7 @@ def _row_words(case: _Case, i: int) -> str:
     return f"row {i}" + (f" ({case.rows[i]})" if i in case.rows else "")
 
 
-def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor) -> None:
+def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor, q) -> None:
     values = case.values.double()
     M, N = values.shape
     peak = values.abs().amax(dim=1)
@@ -634,7 +634,8 @@ def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: t
     wrong = ~((scale - ref).abs() <= SCALE_TOL * ref)
     if not wrong.any():
         return
-    _misread(case, scale, x_buf, x)
+    _misread(case, scale, x_buf, x, q)
+    _filled(case, scale, peak)
     i = int(torch.nonzero(wrong)[0])
     g, p, row = float(scale[i]), float(peak[i]), values[i]
     where = f"on {case.what}: {_row_words(case, i)}"
@@ -687,9 +688,9 @@ def _diagnose_scales(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: t
     raise Failed(f"{where}: its scale is {g:.7g}, not the row's largest magnitude over 127")
 
 
-def _misread(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor) -> None:
+def _misread(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Tensor, q) -> None:
     """A ✗ if every row's scale is what a kernel that reads X at the wrong places would find: without a column
-    mask, with X's strides swapped, or as if X were contiguous."""
+    mask, with X's strides swapped, as if X were contiguous, or with other steps (``_other_reads``)."""
     import triton
 
     M, N = x.shape
@@ -705,6 +706,9 @@ def _misread(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Ten
         (base + i * sm + torch.arange(triton.cdiv(N, case.block_n) * case.block_n)[None, :] * sn,
          "the first pass reads past the row's end (columns N and beyond): mask the loads with cols < N, and other=0"),
     ]
+    reads += [(at, f"the first pass reads X at other places than X's elements (i, j), as if element (i, j) were at "
+                   f"X + i * {row} + j * {col} (X {_LAYOUT_WORDS[case.x_layout]} here): element (i, j) of X is at "
+                   "X + i * stride_xm + j * stride_xn") for at, row, col in _other_reads(x, q)]
     for at, words in reads:
         if bool(((at < 0) | (at >= flat.numel())).any()):
             continue
@@ -714,7 +718,70 @@ def _misread(case: _Case, scale: torch.Tensor, x_buf: torch.Tensor, x: torch.Ten
             raise Failed(f"on {case.what}: {words}")
 
 
-def _diagnose_q(case: _Case, scale: torch.Tensor, got: torch.Tensor) -> None:
+def _filled(case: _Case, scale: torch.Tensor, peak: torch.Tensor) -> None:
+    """A ✗ if every row's scale is what the first pass finds when the lanes its mask turns off (the columns past
+    N of the last block) hold one filler of some magnitude f > 0 that counts in the maximum of |x|: max(peak, f)
+    / 127 on every row (other=-inf, which tl.abs makes +inf; other=1.0; no other= at all, which the interpreter
+    fills with inf under a check). An f that is the largest magnitude of the matrix, or of a program's rows, is
+    a value of X: the scale shared across rows, which other hints name."""
+    M, N = case.values.shape
+    if N % case.block_n == 0:
+        return  # no lane masked off inside a row
+    ref = torch.where(peak > 0, (peak / 127).float().double(), torch.ones_like(peak))
+    wrong = ~((scale - ref).abs() <= SCALE_TOL * ref)
+    f = float(scale[wrong][0]) * 127
+    if not f > 0 or f != f:
+        return
+    shared = {float(peak.max())} | {float(peak[r:r + case.block_m].max()) for r in range(0, M, case.block_m)}
+    if any(abs(f - v) <= 1e-6 * v for v in shared):
+        return
+    filled = peak.clamp(min=f)
+    guess = (filled / 127).float().double()
+    if not bool(((scale == guess) | ((scale - guess).abs() <= SCALE_TOL * guess)).all()):
+        return
+    i = int(torch.nonzero(wrong)[0])
+    raise Failed(f"on {case.what}: {_row_words(case, i)}: its scale is {float(scale[i]):g}, from the lanes the first "
+                 f"pass's mask turns off (the columns past N): they count in the maximum of |x| with their filler, "
+                 f"of magnitude {f:g} here (other=, or what a load without other= leaves there). The filler matters: "
+                 "for a maximum of |x| give other=0, the smallest |x| there is (not -inf: tl.abs makes it +inf)")
+
+
+def _other_reads(x, q):
+    """Where a pass that reads X with other steps than stride_xm, stride_xn would read element (i, j), inside X's
+    buffer: (offsets (M, N), the row step's name, the column step's name) for each pair of steps among X's
+    strides, Q's, N, 1 and (for rows) 0, that reads somewhere else than X's own elements."""
+    M, N = x.shape
+    steps = {"stride_xm": x.stride(0), "stride_xn": x.stride(1), "stride_qm": q.stride(0), "stride_qn": q.stride(1),
+             "N": N, "1": 1, "0": 0}
+    i, j = torch.arange(M)[:, None], torch.arange(N)[None, :]
+    right = x.storage_offset() + i * x.stride(0) + j * x.stride(1)
+    size = x.untyped_storage().nbytes() // x.element_size()
+    for row_name, row_step in steps.items():
+        for col_name, col_step in steps.items():
+            at = x.storage_offset() + i * row_step + j * col_step
+            if col_name == "0" or bool(((at < 0) | (at >= size)).any()) or bool((at == right).all()):
+                continue
+            yield at, row_name, col_name
+
+
+def _misread_second(case: _Case, got: torch.Tensor, ref_scale: torch.Tensor, x_buf: torch.Tensor, x, q) -> None:
+    """A ✗ if every int8 value is what a second pass that reads X at other places than (i, j) would store (the
+    scales being right): a stride for another (stride_xn on both axes, swapped, Q's), N for stride_xm, no row."""
+    flat = x_buf.flatten().double()
+    for at, row_name, col_name in _other_reads(x, q):
+        v = flat[at] / ref_scale
+        lo = torch.floor(v)
+        tie = (v - lo - 0.5).abs() <= TIE_BAND * v.abs().clamp(min=1)
+        fits = (got == torch.floor(v + 0.5).clamp(-127, 127)) | (tie & ((got == lo) | (got == lo + 1)))
+        if bool(fits.all()):
+            raise Failed(f"on {case.what}: the scales are right, but the int8 values are not those of X's rows: "
+                         "the second pass reads X at other places than the first, as if element (i, j) were at "
+                         f"X + i * {row_name} + j * {col_name} (X {_LAYOUT_WORDS[case.x_layout]} here). Both passes "
+                         "read the same row: X + i * stride_xm + j * stride_xn")
+
+
+def _diagnose_q(case: _Case, scale: torch.Tensor, got: torch.Tensor, x_buf: torch.Tensor = None, x=None,
+                q=None) -> None:
     values = case.values.double()
     peak = values.abs().amax(dim=1, keepdim=True)
     ref_scale = torch.where(peak > 0, (peak / 127).float().double(), torch.ones_like(peak))
@@ -725,6 +792,8 @@ def _diagnose_q(case: _Case, scale: torch.Tensor, got: torch.Tensor) -> None:
     ok = (got == nearest) | (tie & ((got == lo) | (got == hi)))
     if ok.all():
         return
+    if x is not None:
+        _misread_second(case, got, ref_scale, x_buf, x, q)
     i, j = (int(k) for k in torch.nonzero(~ok)[0])
     where = f"on {case.what}"
     if float(peak[i, 0]) == 0:

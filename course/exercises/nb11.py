@@ -175,6 +175,62 @@ def _builtin_minmax(fn, params_are_blocks: bool) -> str | None:
     return None
 
 
+# what a block carries besides its values: known when the kernel is built, so a Python `if` on them is right
+_BLOCK_META = {"dtype", "shape", "type", "numel", "ndim", "element_ty"}
+
+
+def _block_expr(node, blocks: set) -> bool:
+    """Whether an expression's value is a block (not its dtype or shape): a name known to hold one, or a tl
+    function that makes one, anywhere inside it."""
+    if isinstance(node, ast.Attribute) and node.attr in _BLOCK_META:
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in blocks
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _BLOCK_MAKERS:
+        return True
+    return any(_block_expr(child, blocks) for child in ast.iter_child_nodes(node))
+
+
+def _python_if_on_block(fn, params_are_blocks: bool):
+    """``(kind, test)`` for the first Python ``if``, ``while`` or ``... if ... else ...`` whose condition is a
+    block, in the learner's function or a helper of theirs; None if there is none. Such a condition has one
+    truth value per element: compiled, Triton refuses it; the interpreter takes one truth value for the whole
+    block (silently). Parameters annotated tl.constexpr are never blocks; a helper's others always count."""
+    for index, (f, tree, local) in enumerate(_own_functions(fn)):
+        func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+        if func is None:
+            continue
+        blocks = set()
+        if params_are_blocks or index > 0:
+            blocks = {a.arg for a in func.args.args if "constexpr" not in ast.unparse(a.annotation or ast.Constant(""))}
+        changed = True
+        while changed:  # follow the assignments to a fixed point
+            changed = False
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if _block_expr(node.value, blocks):
+                        for name in (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+                            if name.id not in blocks:
+                                blocks.add(name.id)
+                                changed = True
+        for node in ast.walk(func):
+            if isinstance(node, (ast.If, ast.While, ast.IfExp)) and _block_expr(node.test, blocks):
+                kind = {ast.If: "if", ast.While: "while", ast.IfExp: "x if c else y"}[type(node)]
+                return kind, ast.unparse(node.test)
+    return None
+
+
+def _refuse_python_if_on_block(name: str, fn, params_are_blocks: bool) -> None:
+    found = _python_if_on_block(fn, params_are_blocks)
+    if found:
+        kind, test = found
+        raise Failed(f"{name} tests a block with Python's {kind} (condition: {test}): that condition has one truth "
+                     f"value per element, but Python's {kind} needs one for the whole block (the interpreter picks "
+                     "one silently; compiled, Triton refuses it). Choose element by element: tl.where(condition, a, "
+                     "b), or tl.maximum / tl.minimum for the larger / smaller of two blocks")
+
+
 def _course_attention(*extra):
     """What an answer may not call: the course's attention and the reference solutions."""
     from course import attention, solutions
@@ -570,6 +626,7 @@ def check_softmax_step(softmax_step) -> str:
     require_jit("softmax_step", softmax_step, ("m_i", "l_i", "acc", "s", "v"))
     _refuse_borrowed("softmax_step", softmax_step, "softmax_step")
     _refuse_builtin_minmax("softmax_step", softmax_step, params_are_blocks=True)
+    _refuse_python_if_on_block("softmax_step", softmax_step, params_are_blocks=True)
     _diagnose_step(_step_cases(softmax_step))
 
     # then the course's kernel with this update, 64 queries (2 programs) and 64 keys in 4 blocks
@@ -787,6 +844,8 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right", rounding=None)
     "product" Q Kᵀ to float16 before its scale, "scores" the scaled scores to float16, "output" O to bfloat16
     before the store (to nearest; "output, truncated" toward 0)."""
     (S_Q, d), S_K = q.shape, k.shape[0]
+    if variant == "Q masked with S_K":  # Q's load masked with the keys' length: its rows past S_K are 0
+        q = torch.where(torch.arange(S_Q)[:, None] < S_K, q, torch.zeros_like(q))
     if variant == "keys past S_K":  # the last block's padding keys loaded as 0 and never masked: score 0, value 0
         pad = -k.shape[0] % bn
         k, v = torch.cat([k, k.new_zeros(pad, d)]), torch.cat([v, v.new_zeros(pad, d)])
@@ -821,8 +880,10 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right", rounding=None)
         p = torch.exp2(block - m_new[:, None])
         l = l * (1 if variant == "sum not rescaled" else alpha) + p.sum(1)
         acc = acc * (1 if variant == "output not rescaled" else alpha[:, None]) + p @ v[start:start + bn]
+        if variant in ("normalized in the loop", "normalized twice"):  # acc divided by l at every block
+            acc = acc / l[:, None]
         m = m_new
-    out = acc if variant == "not divided" else acc / l[:, None]
+    out = acc if variant in ("not divided", "normalized in the loop") else acc / l[:, None]
     if rounding == "output":  # to nearest, as a GPU converts
         out = out.bfloat16().double()
     if rounding == "output, truncated":  # toward 0, as Triton's interpreter converts float32 to bfloat16
@@ -966,6 +1027,11 @@ def _diagnose_writes(r: _Flash) -> None:
     if unwritten.all():
         raise Failed(f"on {c.what}: nothing was stored into O: end with tl.store of acc / l (converted to O's dtype) "
                       "at O + rows * stride_os + columns * stride_od")
+    past_keys = torch.arange(c.S_Q) >= c.S_K  # the rows a mask with the keys' length leaves out
+    if unwritten.any() and torch.equal(unwritten, past_keys):
+        raise Failed(f"on {c.what}: {_row_span(unwritten)} of O were never stored: they are the rows from S_K on; "
+                      "the store is masked with the keys' length, S_K. O has S_Q rows: mask its store with "
+                      "rows < S_Q")
     if unwritten.any():
         last_block = torch.arange(c.S_Q) >= c.S_Q // c.bm * c.bm
         why = (" (the last, partial block of queries: store it with the mask rows < S_Q)"
@@ -974,6 +1040,10 @@ def _diagnose_writes(r: _Flash) -> None:
         raise Failed(f"on {c.what}: {_row_span(unwritten)} of O were never stored{why}")
     if (r.l == _L_UNWRITTEN).all():
         raise Failed(f"on {c.what}: O is stored but L is not: store each row's log-sum-exp at L + rows * stride_l")
+    if (r.l == _L_UNWRITTEN).any() and torch.equal(r.l == _L_UNWRITTEN, past_keys):
+        raise Failed(f"on {c.what}: L of {_row_span(r.l == _L_UNWRITTEN)} was never stored: they are the rows from "
+                      "S_K on; L's store is masked with the keys' length, S_K. L has S_Q rows: mask its store with "
+                      "rows < S_Q")
     if (r.l == _L_UNWRITTEN).any():
         raise Failed(f"on {c.what}: L of {_row_span(r.l == _L_UNWRITTEN)} was never stored")
 
@@ -1048,6 +1118,16 @@ def _diagnose_values(r: _Flash) -> None:
                                            "exp2(s - m), so it shrinks by the same factor as acc"),
                 ("not divided", None, "the output is not divided by l: acc is a sum weighted by exponentials, "
                                       "normalized once, at the end"),
+                ("normalized in the loop", None, "acc is divided by l inside the loop over the keys: the next "
+                                                 "blocks then add unnormalized terms to a normalized sum. In the loop "
+                                                 "acc is only rescaled (by exp2(m_old - m_new), like l); divide it "
+                                                 "by l once, after the loop"),
+                ("normalized twice", None, "acc is divided by l inside the loop over the keys, and again after "
+                                           "it: in the loop acc is only rescaled (by exp2(m_old - m_new), like "
+                                           "l); divide it by l once, after the loop"),
+                ("Q masked with S_K", None, f"the rows of Q from S_K on ({c.S_K} here) are loaded as 0: Q's load "
+                                            "is masked with the keys' length, S_K. Q has S_Q rows: mask its load "
+                                            "with rows < S_Q"),
                 ("keys past S_K", None, "the keys past S_K take part in the softmax (with a score of 0): mask "
                                         "their scores to -inf, not only their loads" + (
                                             ", under the causal mask too: the rows past S_K see the padding of the "
@@ -1222,6 +1302,7 @@ def check_flash_forward(flash_forward) -> str:
             raise Failed(f"flash_forward calls {f.__name__}, which is still a stub: write it first (or load its "
                           f"solution)")
     _refuse_builtin_minmax("flash_forward", flash_forward, params_are_blocks=False)
+    _refuse_python_if_on_block("flash_forward", flash_forward, params_are_blocks=False)
     for case in _CASES:
         r = _launch(flash_forward, case, _STRIDED if case.kind == "strided" else None)
         _diagnose_reads(r)  # under the interpreter: names the operand whose load strays, its layout included

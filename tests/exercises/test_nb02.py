@@ -19,6 +19,7 @@ RELU_BYTES_WRONG = {
     "relu's write forgotten": ((lambda n: 16 * n, solutions.fused_bytes), "relu writes its output"),
     "elements, not bytes": ((lambda n: 5 * n, solutions.fused_bytes), "counts elements"),
     "one kernel only": ((lambda n: 8 * n, solutions.fused_bytes), "count both kernels"),
+    "a tensor of one count": ((lambda n: torch.tensor([20 * n]), solutions.fused_bytes), ".item() turns"),
     "fused, no write": ((solutions.unfused_bytes, lambda n: 8 * n), "writes one"),
     "fused as unfused": ((solutions.unfused_bytes, solutions.unfused_bytes), "never leaves registers"),
     "a constant term": ((lambda n: 20 * n + 8, solutions.fused_bytes), "does not grow with n"),

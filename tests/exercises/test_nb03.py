@@ -144,6 +144,11 @@ TRANSPOSE_WRONG = {  # label: (edits, words its message must contain)
                                                        "does not check x's columns"),
     "no row mask (a condition that always holds)": ([(_MASK, "mask = (rows[:, None] >= 0) & (cols[None, :] < N)")],
                                                     "does not check x's rows"),
+    # from the third review
+    "the grid sized from out's shape": ([(_GRID, "grid = (triton.cdiv(out.shape[0], block_m), "
+                                                 "triton.cdiv(out.shape[1], block_n))")], "sized from out's shape"),
+    "rows < M - 1": ([(_MASK, "mask = (rows[:, None] < M - 1) & (cols[None, :] < N)")], "drop x's last row"),
+    "columns < N - 1": ([(_MASK, "mask = (rows[:, None] < M) & (cols[None, :] < N - 1)")], "drop x's last column"),
 }
 SAME_MISTAKE = ("torch copies, no kernel", "torch fixes the kernel's output", "stores into x",
                 "x and out swapped in the launch")
@@ -343,6 +348,21 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
     "loads without other=": ([(_A_MASK, _A_MASK.replace(", other=0.0", "")),
                               (_B_MASK, _B_MASK.replace(", other=0.0", ""))], "other="),
     "A's load without other=": ([(_A_MASK, _A_MASK.replace(", other=0.0", ""))], "other="),
+    # from the third review
+    "inputs rounded to float16": ([(_DOT, "acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)")],
+                                  "rounded to float16 before tl.dot"),
+    "inputs rounded to bfloat16": ([(_DOT, "acc = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), acc)")],
+                                   "converts to bfloat16"),
+    "B's K masked with M": ([(_B_MASK, _B_MASK.replace("(k + ks)[:, None] < K", "(k + ks)[:, None] < M"))],
+                            "the offsets along K are masked with M"),
+    "A's K masked with N": ([(_A_MASK, _A_MASK.replace("(k + ks)[None, :] < K", "(k + ks)[None, :] < N"))],
+                            "the offsets along K are masked with N"),
+    "acc += tl.dot(a, b, acc)": ([(_DOT, "acc += tl.dot(a, b, acc)")], "the accumulator is added twice"),
+    "K masked with K - 1": ([(_A_MASK, _A_MASK.replace("< K)", "< K - 1)")),
+                             (_B_MASK, _B_MASK.replace("< K)", "< K - 1)"))], "drops K's last element"),
+    "B's K masked with K - 1": ([(_B_MASK, _B_MASK.replace("< K)", "< K - 1)"))], "drops K's last element"),
+    "K masked with <= K": ([(_A_MASK, _A_MASK.replace("< K)", "<= K)")), (_B_MASK, _B_MASK.replace("< K)", "<= K)"))],
+                           "let one element past K through"),
 }
 
 
@@ -353,7 +373,10 @@ def test_matmul_kernel_reference_passes(capsys):
 
 # Loads past an edge whose values the kernel then throws away leave the results right: only the
 # interpreter, which sees every address, can tell.
-SEEN_ONLY_BY_THE_INTERPRETER = ("no K mask on B", "loads unmasked at the edges of M and N")
+SEEN_ONLY_BY_THE_INTERPRETER = ("no K mask on B", "loads unmasked at the edges of M and N",
+                                # compiled, tl.dot rounds float32 to tf32 (10 bits) anyway: 16-bit inputs
+                                # are within its tolerance; the interpreter's float32 product is exact enough
+                                "inputs rounded to float16", "inputs rounded to bfloat16")
 
 
 def test_matmul_kernel_wrong_answers_get_their_own_messages(tmp_path):
@@ -362,6 +385,7 @@ def test_matmul_kernel_wrong_answers_get_their_own_messages(tmp_path):
              if course.INTERPRET or label not in SEEN_ONLY_BY_THE_INTERPRETER}
     assert_wrong_answers_named(exercises.check_matmul_kernel, table,
                                same_mistake=("store mask with N and M swapped", "columns masked with M",
+                                             "K masked with K - 1", "B's K masked with K - 1",
                                              "a * b, summed", "a sum of broadcast products, no tl.dot",
                                              "loads without other=", "A's load without other="))
 

@@ -155,6 +155,8 @@ WAVE_BLOCKS_WRONG = {  # label: (wave_blocks, words its message must contain)
     "calls the solution": (calls_the_solution, "calls the solution"),
     "raises": (numpy_size_as_len, "raised TypeError"),
     "no return": (forgets_return, "returned None"),
+    # the third review: a generator is read once
+    "a generator": (lambda pid_m, pid_n, sms: iter(solutions.wave_blocks(pid_m, pid_n, sms)), "read only once"),
     "wrong signature": (lambda pid_m, sms: [], "must take 3 arguments"),
     # the second review: the course's helpers given under the exercise's name
     "is tiled.wave_footprint": (tiled.wave_footprint, "wave_blocks is the course's own tiled.wave_footprint"),

@@ -2,6 +2,7 @@
 (without the answer), correct alternatives pass, and no check crashes."""
 
 import functools
+import importlib.util
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ import triton.language as tl
 from course import exercises, runtime, solutions, tiled
 from course.tiled import waves  # a global of that name: answers whose own variable is called waves still pass
 
-from catalogue import assert_survives, assert_wrong_answers_named, quiet, stub
+from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, stub
 
 
 # --- 05 · exercise 1: waves ---------------------------------------------------------------------------
@@ -62,6 +63,18 @@ def float_counts(M, N, block_m, block_n, sms):  # right, but floats
     return float(tiles), float(waves), float(waves * sms - tiles)
 
 
+def one_element_tensors(M, N, block_m, block_n, sms):
+    tiles = torch.tensor([-(-M // block_m)]) * -(-N // block_n)
+    waves = (tiles + sms - 1) // sms
+    return tiles, waves, waves * sms - tiles
+
+
+def one_element_array(M, N, block_m, block_n, sms):
+    tiles = -(-M // block_m) * -(-N // block_n)
+    waves = np.ceil(np.array([tiles / sms])).astype(int)
+    return tiles, waves, int(waves[0]) * sms - tiles
+
+
 lambda_around_waves = lambda M, N, block_m, block_n, sms: tiled.waves(M, N, block_m, block_n, sms)  # noqa: E731
 
 
@@ -100,6 +113,9 @@ WAVES_WRONG = {
     "a partial of tiled.waves": (functools.partial(tiled.waves), "wave_count is the course's own tiled.waves"),
     "a lambda around tiled.waves": (lambda_around_waves, "calls the course's tiled.waves"),
     "right, but floats": (float_counts, "is a float; tiles, waves and idle SMs are counts"),
+    # the third review: a tensor of one element is a list of one count, not a count (0-d tensors pass)
+    "one-element tensors": (one_element_tensors, "tiles is a Tensor of shape (1,), not a number"),
+    "a one-element numpy array": (one_element_array, "waves is a ndarray of shape (1,), not a number"),
 }
 
 
@@ -349,10 +365,52 @@ def test_prune_configs_reference_passes_and_the_stub_is_not_attempted():
     assert quiet(exercises.check_prune_configs, stub).status == "not attempted"
 
 
-def test_prune_configs_each_wrong_answer_gets_its_own_message():
-    assert_wrong_answers_named(exercises.check_prune_configs, PRUNE_WRONG,
+# Edits of the reference (the learner reviews' answers and their cousins): (edits, words its message must contain)
+_ELEMENT = 'element = named_args["a_ptr"].element_size()'
+PRUNE_EDITED = {
+    # the third review: int8 counted as 2 bytes was told "the element size is C's"
+    "element = 2": ([(_ELEMENT, "element = 2")], "every dtype counts as 2 bytes: the bytes per element come from "
+                                                  "A's dtype"),
+    "int8 counted as 2 bytes": ([(_ELEMENT, _ELEMENT + ' if named_args["a_ptr"].dtype != torch.int8 else 2')],
+                                "it counts an int8 element as 2 bytes: the bytes per element come from A's dtype"),
+    "8-bit dtypes counted as 2 bytes": ([(_ELEMENT, f"element = max({_ELEMENT[10:]}, 2)")],
+                                        "an 8-bit element (int8, float8) as 2 bytes: the bytes per element come "
+                                        "from A's dtype"),
+    "float32 counted as 2 bytes": ([(_ELEMENT, f"element = min({_ELEMENT[10:]}, 2)")],
+                                   "a float32 element as 2 bytes: the bytes per element come from A's dtype"),
+    "element = 4": ([(_ELEMENT, "element = 4")], "every dtype counts as 4 bytes"),
+    # the third review: B's block counted BLOCK_K x BLOCK_K was told "counts elements, not bytes"
+    "B's block as bk * bk": ([("bk * bn", "bk * bk")], "B's block is counted as BLOCK_K x BLOCK_K: B's block is "
+                                                       "BLOCK_K x BLOCK_N"),
+    "B's block as bn * bn": ([("bk * bn", "bn * bn")], "B's block is counted as BLOCK_N x BLOCK_N: B's block is "
+                                                       "BLOCK_K x BLOCK_N"),
+    "B's block as bk * bm": ([("bk * bn", "bk * bm")], "B's block is counted as BLOCK_M x BLOCK_K: B's block is "
+                                                       "BLOCK_K x BLOCK_N"),
+    "A's block as bm * bm": ([("bm * bk", "bm * bm")], "A's block is counted as BLOCK_M x BLOCK_M: A's block is "
+                                                       "BLOCK_M x BLOCK_K"),
+    "A's block as bm * bn": ([("bm * bk", "bm * bn")], "A's block is counted as BLOCK_M x BLOCK_N: A's block is "
+                                                       "BLOCK_M x BLOCK_K"),
+    "both blocks as bk * bk": ([("bm * bk + bk * bn", "bk * bk + bk * bk")],
+                               "a stage's blocks are counted as BLOCK_K x BLOCK_K and BLOCK_K x BLOCK_K"),
+}
+
+
+def _edited_prune(tmp_path, label, edits):
+    """The reference prune_configs with ``edits`` made, in a module of its own (so that its source can be read)."""
+    path = tmp_path / f"prune_{abs(hash(label))}.py"
+    path.write_text("import torch\nimport triton\n\n\n" + edited_source(solutions.prune_configs, *edits))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.prune_configs
+
+
+def test_prune_configs_each_wrong_answer_gets_its_own_message(tmp_path):
+    edited = {label: (_edited_prune(tmp_path, label, edits), words) for label, (edits, words) in PRUNE_EDITED.items()}
+    assert_wrong_answers_named(exercises.check_prune_configs, {**PRUNE_WRONG, **edited},
                                same_mistake=("shared memory ignored", "the fill alone, with tiled.waves",
-                                             "the fill rounded to one decimal", "the fill rounded to two decimals"))
+                                             "the fill rounded to one decimal", "the fill rounded to two decimals",
+                                             "element = 2"))  # "two bytes always", written as an edit
 
 
 def test_no_unpacking_error_blames_the_learner_s_own_return():
@@ -378,6 +436,27 @@ def test_prune_configs_misdiagnoses_of_the_review_are_gone():
         message = quiet(exercises.check_prune_configs, PRUNE_WRONG[label][0]).message
         assert "BLOCK_M x BLOCK_N tile" not in message and "H100's" in message, (label, message)
     assert "num_warps" not in quiet(exercises.check_prune_configs, PRUNE_WRONG["a tile of C in every stage"][0]).message
+
+
+def test_prune_configs_misdiagnoses_of_the_third_review_are_gone(tmp_path):
+    """int8 counted as 2 bytes is not blamed on C's element size, nor B's block counted BLOCK_K x BLOCK_K on
+    counting elements."""
+    for label, wrong in (("element = 2", "C's"), ("int8 counted as 2 bytes", "C's"),
+                         ("B's block as bk * bk", "counts elements, not bytes")):
+        message = quiet(exercises.check_prune_configs, _edited_prune(tmp_path, label, PRUNE_EDITED[label][0])).message
+        assert wrong not in message, (label, message)
+
+
+def test_every_call_of_the_prune_check_has_a_configuration_that_fits():
+    """The exercise promises it (where none fits, autotune has nothing to launch: the list is what to change),
+    so what an answer returns when none fits is never checked."""
+    from course.exercises import nb05
+
+    launches = nb05._launches()
+    assert len(launches) > 20
+    for launch in launches:
+        assert any(launch.shared(i) <= launch.limit for i in range(len(launch.blocks))), str(launch)
+        assert any(launch.keep()), str(launch)
 
 
 def with_own_wave_count(configs, named_args, shared_limit, sms, min_fill, **kwargs):

@@ -70,6 +70,14 @@ _FP16_SUM = """acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
         tensorC.store(acc, out_tile)"""
 
 
+_STORE = "tensorC.store(" + _REDUCE + ", out_tile)"
+# the first step taken before the loop, then again in it
+_FIRST_STEP_TWICE = """acc = ctx.reduce_tile(tensorA, tensorB, out_tile, 0, ctx.init_accumulator(), boundary=True)
+        for k_idx in range(0, tl.cdiv(K, BLOCK_K)):
+            acc = ctx.reduce_tile(tensorA, tensorB, out_tile, k_idx, acc, boundary=True)
+        tensorC.store(acc, out_tile)"""
+
+
 # --- 07: linear with the stages -----------------------------------------------------------------------
 
 LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message must contain)
@@ -108,6 +116,30 @@ LINEAR_WRONG = {  # label: (edits of solutions.linear_kernel, words its message 
         [(", even_k=EVEN_K)", ", even_k=False)"),
          (_REDUCE, "ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, K // BLOCK_K)")],
         "the range of steps you give reduce_k_range ends before it"),
+    # the third review: values off, their places right (all were told to check the views' sizes and strides)
+    "C rounded to bfloat16 before the store": ([(_STORE, "tensorC.store(" + _REDUCE + ".to(tl.bfloat16), out_tile)")],
+                                               "rounded to bfloat16 on their way to the store"),
+    "the accumulator passed through bfloat16": (
+        [(_STORE, "tensorC.store(" + _REDUCE + ".to(tl.bfloat16).to(tl.float32), out_tile)")],
+        "rounded to bfloat16 on their way to the store"),
+    "reduce_k_range from step 1": ([(_REDUCE, "ctx.reduce_k_range(tensorA, tensorB, out_tile, 1, "
+                                              "tl.cdiv(K, BLOCK_K))")],
+                                   "the first step of K (k from 0 to 16) is missing from the sum (2 steps of BLOCK_K "
+                                   "here): the range of steps you give reduce_k_range"),
+    "reduce_tile from step 1": (_by_steps(steps="1, tl.cdiv(K, BLOCK_K)"),
+                                "the first step of K (k from 0 to 16) is missing from the sum (2 steps of BLOCK_K "
+                                "here): your K loop must visit every k_idx"),
+    "reduce_k_range one step short": ([(_REDUCE, "ctx.reduce_k_range(tensorA, tensorB, out_tile, 0, "
+                                                 "tl.cdiv(K, BLOCK_K) - 1)")],
+                                      "the last step of K (k from 16 to 32) is missing from the sum"),
+    "the first step counted twice": ([(_STORE, _FIRST_STEP_TWICE)], "the first step of K (k from 0 to 16) is added "
+                                                                    "twice"),
+    "the accumulator times 1.01": ([(_STORE, "tensorC.store(" + _REDUCE + " * 1.01, out_tile)")],
+                                   "all scaled by the same factor, about 1.01"),
+    "the accumulator times 1.001 (within float16's tolerance)": (
+        [(_STORE, "tensorC.store(" + _REDUCE + " * 1.001, out_tile)")], "all scaled by the same factor, about 1.001"),
+    "a constant added to the accumulator": ([(_STORE, "tensorC.store(" + _REDUCE + " + 0.5, out_tile)")],
+                                            "all shifted by the same amount"),
 }
 
 _BY_HAND = """
@@ -151,7 +183,9 @@ def test_each_wrong_linear_gets_its_own_message(tmp_path):
     table["without the stages"] = (_from_source(tmp_path, "by_hand", _BY_HAND, "linear_kernel"),
                                    "does not use the stages")
     assert_wrong_answers_named(exercises.check_linear, table,
-                               same_mistake=("B strides hard-coded", "A strides hard-coded"))
+                               same_mistake=("B strides hard-coded", "A strides hard-coded",
+                                             "C rounded to bfloat16 before the store",
+                                             "the accumulator passed through bfloat16"))
 
 
 LINEAR_RIGHT = {
@@ -193,6 +227,7 @@ def test_crash_prone_linears_end_in_one_line(tmp_path, label, edits, words):
 _VIEW_R = "tensorR = make_output_view(R, M, N, stride_rm, stride_rn)"
 _ADD = "tensorC.store(acc + residual.to(tl.float32), out_tile)"
 _LOAD_R = "residual = tensorR.load(out_tile, boundary=True)"
+_R_IF = "if {}:\n            acc = acc + residual.to(tl.float32)\n        tensorC.store(acc, out_tile)"
 RESIDUAL_WRONG = {  # label: (edits of solutions.linear_residual_kernel, words its message must contain)
     "calls the course's kernel": (_first(_COURSE_KERNEL), "calls course.stages_kernels.stages_persistent_kernel"),
     "calls the linear solution": (_first(_SOLUTION), "calls course.solutions.linear_kernel"),
@@ -225,6 +260,15 @@ RESIDUAL_WRONG = {  # label: (edits of solutions.linear_residual_kernel, words i
          ("        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)\n",
           "        " + _FP16_SUM.split("\n        tensorC.store")[0] + "\n")],
         "times less precise than float16 allows"),
+    # the third review: R added under a condition (was "R's tile is read wrong"), and cousins
+    "R added on tile 0 only": ([(_ADD, _R_IF.format("tile_id == 0"))],
+                               "R was added on 1 of 8 tiles only: tile id 0 (of program 0) got it"),
+    "R added by program 0 only": ([(_ADD, _R_IF.format("tl.program_id(0) == 0"))],
+                                  "tiles only, all those of program 0 and no other's"),
+    "R added on each program's first tile only": ([(_ADD, _R_IF.format("tile_id == start"))],
+                                                  "tiles only, each program's first"),
+    "R added on the first row of tiles only": ([(_ADD, _R_IF.format("out_tile.pid_m == 0"))],
+                                               "R was added on 4 of 8 tiles only"),
     # the third review: passed (R small next to the product, its rounding within float16's tolerance)
     "R rounded through bfloat16": (
         [(_ADD, "acc += tensorR.load(out_tile).to(tl.bfloat16).to(tl.float32)\n        tensorC.store(acc, out_tile)")],

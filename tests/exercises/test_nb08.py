@@ -243,6 +243,17 @@ QUANTIZE_WRONG = {  # label: (edits of solutions.quantize_rows_kernel, words its
     "both passes stepping by BLOCK_M": ([(_FIRST_PASS, _FIRST_PASS.replace("BLOCK_N", "BLOCK_M")),
                                          (_SECOND, _SECOND.replace("BLOCK_N", "BLOCK_M"))],
                                         "first pass steps through the columns by BLOCK_M"),
+    # the third review: a filler for the max pass's masked-off lanes that tl.abs turns into the largest magnitude
+    # (was told "the first pass reads outside the row")
+    "other=float('-inf') in the max pass": ([(_FIRST_LOAD, _FIRST_LOAD.replace("other=0.0", "other=float('-inf')"))],
+                                            "filler, of magnitude inf here (other=, or what a load without other= "
+                                            "leaves there). The filler matters: for a maximum of |x| give other=0"),
+    "other=-float('inf') in the max pass": ([(_FIRST_LOAD, _FIRST_LOAD.replace("other=0.0", "other=-float('inf')"))],
+                                            "for a maximum of |x| give other=0"),
+    "other=-65504.0 in the max pass": ([(_FIRST_LOAD, _FIRST_LOAD.replace("other=0.0", "other=-65504.0"))],
+                                       "filler, of magnitude 65504 here"),
+    "other=1.0 in the max pass": ([(_FIRST_LOAD, _FIRST_LOAD.replace("other=0.0", "other=1.0"))],
+                                  "filler, of magnitude 1 here"),
 }
 # the second review: the first pass's load without other= (under a check the interpreter gives the lanes it masks
 # off inf, which becomes the scale). Compiled, a GPU's registers decide: not tested there.
@@ -263,7 +274,16 @@ def test_every_wrong_quantization_gets_its_own_message(tmp_path):
     table["no @triton.jit"] = (solutions.quantize_rows_kernel.fn, "did you forget @triton.jit")
     table["not a kernel"] = (None, "got NoneType")
     assert_wrong_answers_named(exercises.check_quantize_rows, table,
-                               same_mistake=("both passes stepping by BLOCK_M",))  # the first pass's, named first
+                               same_mistake=("both passes stepping by BLOCK_M",  # the first pass's, named first
+                                             "other=-float('inf') in the max pass"))  # -inf, written another way
+
+
+def test_a_filler_that_tl_abs_makes_the_largest_is_not_blamed_on_reads_outside_the_row(tmp_path):
+    """The third review: other=float('-inf') in the max pass was told the first pass reads outside the row."""
+    kernel = variant(tmp_path, "quantize_minus_inf", solutions.quantize_rows_kernel,
+                     *QUANTIZE_WRONG["other=float('-inf') in the max pass"][0])
+    message = quiet(exercises.check_quantize_rows, kernel).message
+    assert "reads outside the row" not in message and "other=0" in message, message
 
 
 def test_floor_division_of_a_float_is_not_told_to_use_floor_division(tmp_path):
@@ -344,6 +364,7 @@ def test_a_correct_quantization_written_another_way_passes(tmp_path, monkeypatch
 
 
 _X_AT = "X + rows[:, None] * stride_xm + cols[None, :] * stride_xn"
+_SECOND_LOAD = f"x = tl.load({_X_AT}, mask=mask, other=0.0)\n        q = "
 QUANTIZE_CRASHES = {  # label: (edits, words of the one ✗ line): wrong addresses, run in a child process
     "store without a column mask": ([(_STORE_Q, _STORE_Q.replace("mask=mask", "mask=row_in[:, None]"))],
                                     "past the end of a row"),
@@ -364,6 +385,23 @@ QUANTIZE_CRASHES = {  # label: (edits, words of the one ✗ line): wrong address
     "X's strides swapped": ([(_X_AT, "X + rows[:, None] * stride_xn + cols[None, :] * stride_xm")],
                             "X's strides are swapped"),
     "X taken as contiguous": ([(_X_AT, "X + rows[:, None] * N + cols[None, :]")], "as if contiguous"),
+    # the third review: the second pass's addresses wrong (was told the rounding was wrong), and cousins
+    "the second pass with stride_xn on both axes": (
+        [(_SECOND_LOAD, _SECOND_LOAD.replace("stride_xm", "stride_xn"))],
+        "the second pass reads X at other places than the first, as if element (i, j) were at X + i * stride_xn + "
+        "j * stride_xn"),
+    "the second pass with stride_xm on both axes": ([(_SECOND_LOAD, _SECOND_LOAD.replace("stride_xn", "stride_xm"))],
+                                                    "X + i * stride_xm + j * stride_xm"),
+    "the second pass with X's strides swapped": (
+        [(_SECOND_LOAD, _SECOND_LOAD.replace("rows[:, None] * stride_xm + cols[None, :] * stride_xn",
+                                             "rows[:, None] * stride_xn + cols[None, :] * stride_xm"))],
+        "the second pass reads X at other places than the first"),
+    "the second pass with Q's strides": ([(_SECOND_LOAD, _SECOND_LOAD.replace("_x", "_q"))],
+                                         "X + i * stride_qm + j * stride_qn"),
+    "the second pass without the row": ([(_SECOND_LOAD, _SECOND_LOAD.replace("rows[:, None] * stride_xm + ", ""))],
+                                        "X + i * 0 + j * stride_xn"),
+    "the first pass with stride_xn on both axes": ([(_FIRST_LOAD, _FIRST_LOAD.replace("stride_xm", "stride_xn"))],
+                                                   "the first pass reads X at other places than X's elements"),
     "an endless loop": ([("    for start in range(0, N, BLOCK_N):  # first pass: each row's largest magnitude, block "
                           "after block\n", "    start = 0\n    while start < N:\n")], "gave up"),
 }

@@ -261,6 +261,37 @@ def _softmax_l_summed_in_float16(m_i, l_i, acc, s, v):  # the review's: tl.sum o
 
 
 @triton.jit
+def _softmax_python_if(m_i, l_i, acc, s, v):  # the third review's: Python's if on a block of row maxima
+    m_new = m_i
+    m_block = tl.max(s, 1)
+    if m_block > m_i:
+        m_new = m_block
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_conditional_expression(m_i, l_i, acc, s, v):  # the same choice as a conditional expression
+    m_block = tl.max(s, 1)
+    m_new = m_block if m_block > m_i else m_i
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
+def _softmax_if_guard(m_i, l_i, acc, s, v):  # the guard for a row with no key yet as Python's if
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    shift = m_new
+    if m_new == float("-inf"):
+        shift = tl.zeros_like(m_new)
+    alpha = tl.exp2(m_i - shift)
+    p = tl.exp2(s - shift[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
 def _softmax_course_step(m_i, l_i, acc, s, v):
     return attention.softmax_step(m_i, l_i, acc, s, v)
 
@@ -303,6 +334,11 @@ SOFTMAX_WRONG = {
     "l summed from p rounded to float16": (_softmax_l_of_rounded_p, "l is off by a 16-bit rounding"),
     "l summed in float16": (_softmax_l_summed_in_float16, "l is off by a 16-bit rounding"),
     "calls the course's softmax_step": (_softmax_course_step, "attention.softmax_step"),
+    # the third review's: a Python if on a block (was "m is returned unchanged"), and its cousins
+    "Python's if on a block": (_softmax_python_if, "tests a block with Python's if (condition: m_block > m_i)"),
+    "a conditional expression on a block": (_softmax_conditional_expression,
+                                            "tests a block with Python's x if c else y"),
+    "the -inf guard as Python's if": (_softmax_if_guard, "tests a block with Python's if (condition: m_new =="),
     "calls the reference solution": (_softmax_solution_step, "solutions.softmax_step"),
 }
 
@@ -375,8 +411,21 @@ def _softmax_guarded_dot_accumulates(m_i, l_i, acc, s, v):  # the review's: a gu
     return m_new, l_new, acc
 
 
+@triton.jit
+def _softmax_if_on_dtype(m_i, l_i, acc, s, v):  # Python's if on a block's dtype: known when built, right
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - shift)
+    p = tl.exp2(s - shift[:, None])
+    if v.dtype == tl.bfloat16:
+        q = p.to(tl.bfloat16)
+    else:
+        q = p.to(tl.float16)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(q, v)
+
+
 SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max,
-                 _softmax_guarded_block_shift, _softmax_guarded_dot_accumulates]
+                 _softmax_guarded_block_shift, _softmax_guarded_dot_accumulates, _softmax_if_on_dtype]
 
 
 def test_softmax_step_reference_passes():
@@ -434,6 +483,7 @@ _SKIP = "end = tl.minimum(S_K, (tl.program_id(0) + 1) * BLOCK_M)"
 _CAUSAL = "visible = visible & (cols[None, :] <= rows[:, None])"
 _L_STORE = "tl.store(L + rows * stride_l, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=rows < S_Q)"
 _O_MASK = "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_Q)"
+_Q_MASK = "mask=rows[:, None] < S_Q, other=0.0)"
 _K_LOAD = "cols[None, :] * stride_ks + d[:, None] * stride_kd"
 _V_LOAD = "cols[:, None] * stride_vs + d[None, :] * stride_vd"
 _REVERSED = ("    for start in range(0, end, BLOCK_N):\n",  # the key blocks read last first
@@ -552,6 +602,28 @@ FLASH_WRONG = {  # label: (edits, words)
                                "the scores are scaled by sm_scale twice"),
     # the review's: the key blocks read last first with the textbook update: rows that see no key of the first block
     "key blocks read last first, no guard": ([_REVERSED], "a row that has seen no key yet"),
+    # the third review's (both were put down to the loop over the keys before), and cousins
+    "acc divided by l inside the key loop": ([("        m_i = m_new\n",
+                                               "        m_i = m_new\n        acc = acc / l_i[:, None]\n"),
+                                              ("out = acc / l_i[:, None]", "out = acc")],
+                                             "acc is divided by l inside the loop over the keys: the next blocks"),
+    "acc divided by l in its update": ([("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                                         "acc = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)) / l_i[:, None]"),
+                                        ("out = acc / l_i[:, None]", "out = acc")],
+                                       "acc is divided by l inside the loop over the keys: the next blocks"),
+    "acc divided by l inside the key loop and after it": ([("        m_i = m_new\n",
+                                                            "        m_i = m_new\n        acc = acc / l_i[:, None]\n")],
+                                                          "and again after it"),
+    "Q's rows masked with S_K": ([(_Q_MASK, "mask=rows[:, None] < S_K, other=0.0)")],
+                                 "Q's load is masked with the keys' length"),
+    "O's store masked with S_K": ([(_O_MASK, "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_K)")],
+                                  "the store is masked with the keys' length"),
+    "L's store masked with S_K": ([(", mask=rows < S_Q)  # back", ", mask=rows < S_K)  # back")],
+                                  "L's store is masked with the keys' length"),
+    "Python's if on a block in the key loop": ([("        m_new = tl.maximum(m_i, tl.max(s, 1))\n",
+                                                 "        m_new = m_i\n        if tl.max(s, 1) > m_i:\n"
+                                                 "            m_new = tl.max(s, 1)\n")],
+                                               "flash_forward tests a block with Python's if"),
 }
 
 
@@ -583,6 +655,7 @@ def test_flash_forward_stub_is_not_attempted():
 def test_flash_forward_wrong_answers_each_get_their_own_message(tmp_path):
     assert_wrong_answers_named(exercises.check_flash_forward, _flash_table(tmp_path),
                                same_mistake=("maximum starts at 0", "maximum clamped at 0",
+                                             "acc divided by l inside the key loop", "acc divided by l in its update",
                                              "tl.dot's result in float16", "Q Kᵀ rounded to float16")
                                + (() if runtime.INTERPRET else ("the scores rounded to float16",
                                                                 "O stored as bfloat16")))
