@@ -4,6 +4,7 @@ roofline, and the numerics of low-precision GEMMs.
     shapes = layer_shapes(LLAMA3_8B)              # {"qkv": (N, K), "o": ..., "gate_up": ..., "down": ...}
     rows = block_benchmark()                      # the four GEMMs back to back: course.gemm against cuBLAS
     points = course_points()                      # one roofline point per notebook, from the records
+    fig = course_roofline(hardware.lookup("NVIDIA H100 80GB HBM3"))   # those points, the compute-bound ones zoomed
     rows = quantization_error()                   # int8 with per-row scales against float16, outliers or not
 """
 
@@ -131,6 +132,60 @@ def course_points() -> list:
     moved = weights + 2 * 2 * r["M"] * r["d"] + r["hidden_mb"]["fused"] * 1e6  # weights, x and y, hidden twice
     points.append(Point(f"11 SwiGLU MLP, fused, {r['M']} tokens", flops, moved, r["fused_ms"]))
     return points
+
+
+#: The records :func:`course_points` reads, one per notebook.
+POINT_RECORDS = ("vector_add", "fusion_bias_gelu", "naive_matmul", "grouped_matmul", "tuned_matmul",
+                 "persistent_matmul", "stages_matmul", "quantized_linear", "gemm_h100-sxm", "flash_attention",
+                 "fused_mlp")
+
+
+def points_record():
+    """A :class:`course.records.Record` that stands for all of :data:`POINT_RECORDS`: the GPU they
+    were recorded on and the range of their dates (``"2026-11-21 to 2026-11-24"``), for the banner."""
+    from course import records
+
+    metas = [records.load(name).meta for name in POINT_RECORDS]
+    dates = sorted({m.get("date", "undated") for m in metas})
+    gpus = sorted({m.get("gpu", "an unknown GPU") for m in metas})
+    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    return records.Record(rows=[], meta={"gpu": " / ".join(gpus), "date": date})
+
+
+def course_roofline(machine, points=None, *, zoom=((1600, 6500), (450, 800)), title: str = ""):
+    """:func:`course.plots.roofline` of :func:`course_points` under a banner with the records' range
+    of dates, and under it a second panel that spreads out the compute-bound GEMMs (``zoom``: their
+    ranges of intensity, log, and of TFLOP/s, linear), which the log-log plot stacks on one another."""
+    import matplotlib.pyplot as plt
+
+    from course import plots
+
+    points = course_points() if points is None else points
+    fig, (ax, near) = plt.subplots(2, 1, figsize=(9, 8), layout="constrained", height_ratios=[1.1, 0.9])
+    plots.roofline(machine, points, dtype="bf16", record=points_record(), title=title, ax=ax)
+    (x0, x1), (y0, y1) = zoom
+    shown = [p for p in points if x0 <= p.intensity <= x1 and y0 <= p.tflops <= y1]
+    for line in ax.lines:  # the roofline's markers, the same styles
+        label = line.get_label()
+        point = next((p for p in shown if label.startswith(p.label + ":")), None)
+        if point is not None:
+            near.plot(point.intensity, point.tflops, ls="none", marker=line.get_marker(), color=line.get_color(),
+                      ms=9, mew=2)
+            words = point.label.split(",")[0].split()  # "07", or "11 flash" where "11" is not unique
+            tag = " ".join(words[:2]) if sum(p.label.startswith(words[0] + " ") for p in shown) > 1 else words[0]
+            near.annotate(tag, (point.intensity, point.tflops), xytext=(0, 9), textcoords="offset points",
+                          ha="center", fontsize=9)
+    near.set_xscale("log")
+    near.set_xlim(x0, x1)
+    near.set_ylim(y0, y1)
+    ticks = [t for t in (1600, 2000, 3000, 4000, 5000, 6000) if x0 <= t <= x1]
+    near.set_xticks(ticks, [f"{t:,}" for t in ticks])
+    near.minorticks_off()
+    near.set_xlabel("arithmetic intensity (FLOP / byte), log")
+    near.set_ylabel("TFLOP/s, linear")
+    near.set_title(f"the compute-bound kernels, zoomed: {x0:,}-{x1:,} FLOP/byte, {y0}-{y1} TFLOP/s", fontsize=10)
+    near.grid(alpha=0.3)
+    return fig
 
 
 def quantization_error(M: int = 64, K: int = 256, N: int = 48, outlier_scale: float = 50.0, seed: int = 0,

@@ -18,8 +18,14 @@ import triton
 import triton.language as tl
 
 from course.persistent import programs
-from course.stages import (GemmContext, ScheduleContext, make_bias_view, make_output_view, make_scale_view,
-                           make_tensor_view)
+from course.stages import (
+    GemmContext,
+    ScheduleContext,
+    make_bias_view,
+    make_output_view,
+    make_scale_view,
+    make_tensor_view,
+)
 
 
 @triton.jit
@@ -155,3 +161,70 @@ def apply(fn, x: torch.Tensor) -> torch.Tensor:
     out = torch.full_like(x, float("nan"))
     _apply_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), FN=fn, BLOCK=256)
     return out
+
+
+@triton.jit
+def quantize_rows_kernel(X, Q, S, M, N, stride_xm, stride_xn, stride_qm, stride_qn,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """:func:`quantize` in one kernel: each program reads its ``BLOCK_M`` rows of X twice (the largest
+    magnitude, then divide, round, clamp) and writes int8 values and one float32 scale per row."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_in = rows < M
+    peak = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = row_in[:, None] & (cols[None, :] < N)
+        x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)
+        peak = tl.maximum(peak, tl.max(tl.abs(x.to(tl.float32)), axis=1))
+    scale = tl.where(peak > 0, peak / 127.0, 1.0)
+    tl.store(S + rows, scale, mask=row_in)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = row_in[:, None] & (cols[None, :] < N)
+        x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)
+        q = tl.minimum(tl.maximum(tl.floor(x.to(tl.float32) / scale[:, None] + 0.5), -127.0), 127.0)
+        tl.store(Q + rows[:, None] * stride_qm + cols[None, :] * stride_qn, q.to(tl.int8), mask=mask)
+
+
+def quantize_rows(t: torch.Tensor, *, block_m: int = 1, block_n: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quantize` by :func:`quantize_rows_kernel`, one kernel instead of torch's six operations
+    (what a quantized layer runs on its activations at every call). A value exactly halfway between
+    two steps rounds up here, to even in :func:`quantize`."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.dtype not in (torch.float16, torch.float32):
+        raise ValueError("quantize_rows: pass a 2-D float16 or float32 tensor")
+    M, N = t.shape
+    q = torch.empty((M, N), device=t.device, dtype=torch.int8)
+    scale = torch.empty(M, device=t.device, dtype=torch.float32)
+    if M and N:
+        block_n = min(block_n, triton.next_power_of_2(N))
+        quantize_rows_kernel[(triton.cdiv(M, block_m),)](t, q, scale, M, N, *t.stride(), *q.stride(),
+                                                         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
+    return q, scale
+
+
+def bias_gelu_variants(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> dict:
+    """The ways notebook 08 computes ``gelu(x @ w.T + bias)`` (GELU's tanh form), by name: what runs
+    fused into a GEMM's epilogue and what runs as torch's separate passes over C. ``course.gemm``'s
+    epilogue takes a bias (and scales) but no activation, so GELU follows it as a torch kernel."""
+    from course import gemm
+
+    def torch_gelu(t):
+        return torch.nn.functional.gelu(t, approximate="tanh")
+
+    variants = {
+        "course.gemm, bias fused; GELU": lambda: torch_gelu(gemm.matmul(x, w.T, bias=bias)),
+        "course.gemm; bias; GELU": lambda: torch_gelu(gemm.matmul(x, w.T) + bias),
+        "torch: matmul; bias; GELU": lambda: torch_gelu(torch.matmul(x, w.T) + bias),
+        "torch: addmm (bias fused); GELU": lambda: torch_gelu(torch.nn.functional.linear(x, w, bias)),
+        "08's fused linear, bias + GELU fused": lambda: linear(x, w, bias, activation=gelu),
+    }
+    if hasattr(torch, "_addmm_activation") and x.is_cuda:  # cuBLASLt's bias + GELU epilogue (private to torch)
+        def cublaslt():
+            return torch._addmm_activation(bias, x, w.T, use_gelu=True)
+        try:
+            cublaslt()
+            variants["torch: cuBLASLt, bias + GELU fused"] = cublaslt
+        except (RuntimeError, TypeError):  # a torch without it for these dtypes: leave it out
+            pass
+    return variants
+

@@ -27,6 +27,7 @@ def execute(path: Path, out_dir: Path | None = None, timeout_s: int = 1800) -> P
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     _drop_progress_bars(nb)
+    tidy_metadata(nb)
     target = (out_dir / path.name) if out_dir else path
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
@@ -34,6 +35,13 @@ def execute(path: Path, out_dir: Path | None = None, timeout_s: int = 1800) -> P
 
 
 _WIDGET = "application/vnd.jupyter.widget-view+json"
+# What JupyterLab writes for the python3 kernel of ipykernel, so that opening a notebook changes nothing.
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def tidy_metadata(nb) -> None:
+    """Give ``nb`` (a notebook or its JSON dict) the python3 kernelspec as JupyterLab names it."""
+    nb["metadata"]["kernelspec"] = dict(KERNELSPEC)
 
 
 def _drop_progress_bars(nb) -> None:

@@ -10,6 +10,7 @@ opens on the ``notebooks/`` folder. As root (containers, cloud notebooks) it add
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -24,10 +25,34 @@ def command(extra: list[str] | None = None, *, python: str = sys.executable) -> 
     """The JupyterLab command line ``make lab`` runs, with ``extra`` flags appended."""
     cmd = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url={START_PAGE}",
            # no "get Jupyter news?" prompt over the first notebook, no update check
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           # saving keeps the committed metadata: no machine's Python version, the kernel's usual name
+           "--ContentsManager.pre_save_hook=course.lab.before_save"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + list(extra or [])
+
+
+def before_save(model: dict, path: str, contents_manager, **kwargs) -> None:
+    """JupyterLab's hook before it writes a file: a notebook keeps the metadata it had on disk where the
+    machine would change it (the kernel's Python version; the kernelspec's name), so that opening and
+    saving a committed notebook changes nothing but the cells."""
+    from course.execute import tidy_metadata
+
+    if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+        return
+    tidy_metadata(model["content"])
+    try:
+        on_disk = json.loads(Path(contents_manager._get_os_path(path)).read_text(encoding="utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return  # a new notebook: nothing to keep
+    language = model["content"]["metadata"].get("language_info")
+    if isinstance(language, dict):
+        version = on_disk.get("metadata", {}).get("language_info", {}).get("version")
+        if version is None:
+            language.pop("version", None)
+        else:
+            language["version"] = version
 
 
 def main(argv: list[str] | None = None) -> int:

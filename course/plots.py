@@ -145,9 +145,10 @@ def throughput(series: dict, *, xlabel: str = "elements", ylabel: str = "GB/s", 
 
 
 def bars(categories, series: dict, *, ylabel: str, title: str | None = None, caption: str | None = None,
-         record=None, ax=None):
+         record=None, ax=None, upright_labels: bool = False):
     """Grouped bars: one group per category (a problem shape, say), one bar per entry of ``series``
-    (``{label: values}``, a value per category), each bar labelled with its value."""
+    (``{label: values}``, a value per category), each bar labelled with its value (written upwards with
+    ``upright_labels``, so that the labels of narrow neighbouring bars do not run into each other)."""
     if not series:
         raise ValueError("bars(series): pass at least one {label: values} entry")
     categories = list(categories)
@@ -160,7 +161,9 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
     for i, ((name, values), style) in enumerate(zip(series.items(), itertools.cycle(_STYLES))):
         xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
         drawn = ax.bar(xs, values, width, label=name, color=style["color"])
-        ax.bar_label(drawn, fmt=fmt, fontsize=7, padding=1)
+        ax.bar_label(drawn, fmt=fmt, fontsize=7, padding=1, rotation=90 if upright_labels else 0)
+    if upright_labels:
+        ax.margins(y=0.1)  # room above the tallest bar for its upright label
     ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
@@ -168,6 +171,51 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
     if title or record is not None:
         _titles(fig, ax, title or "", record)
     _caption(fig, caption)
+    return fig
+
+
+def speedups(categories, panels: dict, *, title: str | None = None, caption: str | None = None, record=None,
+             notes: dict | None = None):
+    """One panel of grouped bars per baseline, side by side: ``panels`` is ``{panel title: {label: ratios}}``,
+    each ratio a baseline's time over a kernel's (above the dashed line at 1: faster than the baseline).
+    Panels keep their own y-axes, so that no bar is read against another panel's baseline; ``notes``
+    (``{panel title: text}``) writes a line under a panel's bars (what its record lacks, say)."""
+    if not panels:
+        raise ValueError("speedups(panels): pass at least one {panel title: {label: ratios}} entry")
+    categories = list(categories)
+    widths = [max(1, len(series)) for series in panels.values()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(14, 2.2 + 1.1 * len(categories) * len(panels)
+                                                          + 0.5 * sum(widths)), 4.8),
+                             layout="constrained", squeeze=False, width_ratios=widths)
+    styles = itertools.cycle(_STYLES)
+    for ax, (name, series) in zip(axes[0], panels.items()):
+        width = 0.8 / max(1, len(series))
+        for i, ((label, values), style) in enumerate(zip(series.items(), styles)):
+            if len(values) != len(categories):
+                raise ValueError(f"speedups: {label!r} has {len(values)} values for {len(categories)} categories")
+            xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
+            drawn = ax.bar(xs, values, width, label=label, color=style["color"])
+            ax.bar_label(drawn, fmt="%.2f", fontsize=7, padding=1, rotation=90 if len(series) > 1 else 0)
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        ax.margins(y=0.15)
+        ax.set_ylim(bottom=0, top=None if series else 2)
+        ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("baseline's time / kernel's time", fontsize=9)
+        ax.set_title(name, fontsize=9, loc="left")
+        ax.grid(alpha=0.3, axis="y")
+        if series:
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), fontsize=8, frameon=False)
+        if notes and notes.get(name):
+            ax.text(0.5, 0.02 if series else 0.5, notes[name], transform=ax.transAxes, ha="center", va="bottom",
+                    fontsize=8, wrap=True,
+                    style="italic", bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
+    _caption(fig, caption)
+    if title or record is not None:  # the title, the banner under it, the panels in the rest of the figure
+        fig.get_layout_engine().set(rect=(0, 0.04 if caption else 0, 1, 0.85))
+        fig.text(0.5, 0.99, title or "", ha="center", va="top", fontsize=12)
+    if record is not None:
+        fig.text(0.5, 0.93, record.banner, ha="center", va="top", fontsize=9,
+                 bbox=_MEASURED_BOX if record.measured_here else _RECORDED_BOX)
     return fig
 
 
@@ -261,11 +309,13 @@ def tile_map(owner, *, title: str = "", label: str = "program"):
     return fig
 
 
-def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
+def launch_orders(orders: dict, *, wave: int | None = None, path: int | None = None, title: str = ""):
     """Side by side, the launch index of every tile for each order in ``orders`` ({label: 2-D tensor
     from course.tiled.order_map}; "none" where no program took the tile, the last program where
     several did); with ``wave``, the tiles of the first wave (the first ``wave`` programs, one per
-    SM) tinted red. Small grids get the index written in each tile."""
+    SM) tinted red; with ``path``, a line from tile to tile through the first ``path`` programs in
+    launch order (a dot at program 0), which shows the order where the colours are too close to
+    tell apart. Small grids get the index written in each tile."""
     import torch
 
     if not orders:
@@ -289,12 +339,20 @@ def launch_orders(orders: dict, *, wave: int | None = None, title: str = ""):
             first = ((order >= 0) & (order < wave)).numpy()
             ax.imshow(np.ma.masked_where(~first, first), cmap=ListedColormap(["red"]), alpha=0.5,
                       interpolation="nearest")
+        if path:  # the first programs' tiles, joined in launch order
+            where = {value: (r, c) for (r, c), value in np.ndenumerate(order.numpy()) if 0 <= value < path}
+            rows_, cols_ = zip(*(where[p] for p in sorted(where))) if where else ((), ())
+            ax.plot(cols_, rows_, color="white", lw=2.4)
+            ax.plot(cols_, rows_, color="black", lw=1.0)
+            ax.plot(cols_[:1], rows_[:1], "o", color="black", mfc="white", ms=5)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("tile column (pid_n)")
         ax.set_ylabel("tile row (pid_m)")
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="launch order (program id)")
     if title:
-        fig.suptitle(title + (f"; red: the first {wave} programs, running at once" if wave else ""))
+        fig.suptitle(title + (f"; red: the first {wave} programs, running at once" if wave else "")
+                     + (f"\nline: programs 0 to {path - 1}, tile to tile in launch order (dot: program 0)"
+                        if path else ""))
     return fig
 
 
@@ -411,21 +469,60 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
 
 
 def ownership(owners: dict, *, number: str = "thread", colour: str = "warp", title: str = ""):
-    """Side by side, each ``{title: layouts.ownership(...)}``: every element of the tensor coloured by
-    its ``colour`` ("warp" or "register"), with its ``number`` ("thread", "lane" or "register")
-    written in where the tensors are at most 32 x 32."""
+    """Each ``{title: layouts.ownership(...)}``: every element of the tensor coloured by its ``colour``
+    ("warp" or "register"), with its ``number`` ("thread", "lane" or "register") written in where the
+    tensors are at most 32 x 32. Side by side where that fits a notebook's width (about 960 pixels),
+    else one above the other, so the numbers stay legible (8 points)."""
+    import torch
+    from matplotlib.patches import Patch
+
     if colour not in ("warp", "register"):
         raise ValueError(f"ownership(colour={colour!r}): pass 'warp' or 'register'")
+    if not owners:
+        raise ValueError("ownership(owners): pass at least one {title: layouts.ownership(...)} entry")
     maps, numbers = {}, {}
     for name, owner in owners.items():
         key, value = owner[colour], owner[number]
         if key.dim() == 1:  # a 1-D tensor (a SliceLayout's) as one row
             key, value = key[None, :], value[None, :]
-        maps[name], numbers[name] = key, value
+        maps[name], numbers[name] = torch.as_tensor(key).cpu().numpy(), torch.as_tensor(value).cpu().numpy()
     count = max(int(m.max()) for m in maps.values()) + 1
     flat = all(owner[colour].dim() == 1 for owner in owners.values())
-    return category_maps(maps, categories=count, label=colour, title=title or f"who holds each element ({number})",
-                         numbers=numbers, xlabel="index i" if flat else "column j", ylabel="" if flat else "row i")
+    cols = [m.shape[1] for m in maps.values()]
+    rows = [m.shape[0] for m in maps.values()]
+    written = max(cols) <= 32 and max(rows) <= 32  # numbers stay legible up to 32 x 32 cells
+    width, legend = 9.3, 1.3  # inches at 100 dpi: within JupyterLab's width (960 px), and the legend's strip
+    side_by_side = sum(cols) * 0.25 + legend <= width
+    cell = min(0.3, (width - legend - 0.6 * (len(maps) if side_by_side else 1))
+               / (sum(cols) if side_by_side else max(cols)))
+    pad = 0.9  # a panel's title, tick labels and axis labels
+    if side_by_side:
+        size, grid = (cell * sum(cols) + legend + 0.6 * len(maps), cell * max(rows) + pad), (1, len(maps))
+        ratios = dict(width_ratios=cols)
+    else:
+        size, grid = (cell * max(cols) + legend + 0.6, sum(cell * r + pad for r in rows)), (len(maps), 1)
+        ratios = dict(height_ratios=rows)
+    fig, axes = plt.subplots(*grid, figsize=(size[0], max(size[1], 1.5)), layout="constrained", squeeze=False,
+                             **ratios)
+    cmap = plt.get_cmap("tab10" if count <= 10 else "tab20")
+    for ax, (name, values) in zip(axes.flat, maps.items()):
+        colours = np.ones(values.shape + (4,))
+        colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
+        ax.imshow(colours, interpolation="nearest")
+        if written:
+            for (i, j), n in np.ndenumerate(numbers[name]):
+                ax.text(j, i, str(n), ha="center", va="center", fontsize=8)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("index i" if flat else "column j")
+        ax.set_ylabel("" if flat else "row i")
+        if values.shape[0] == 1:
+            ax.set_yticks([])
+    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=f"{colour} {i}") for i in range(count)],
+               loc="outside right", fontsize=9, frameon=False)
+    fig.suptitle(title or f"who holds each element (number: the {number}; colour: the {colour})", fontsize=11)
+    return fig
 
 
 def streamk_map(log: dict, *, title: str = ""):
@@ -471,12 +568,14 @@ def timeline(spans: dict, *, title: str = ""):
     each as long as its K-iterations (a model: every iteration takes the same time), labelled with
     the tile id and coloured by tile."""
     fig, ax = plt.subplots(figsize=(9, 0.8 + 0.45 * len(spans)), layout="constrained")
-    cmap = plt.get_cmap("tab20")
+    # One colour per tile: tab20, tab20b and tab20c give 60 distinct ones before any repeats.
+    palette = [c for name in ("tab20", "tab20b", "tab20c") for c in plt.get_cmap(name).colors]
+    rank = {tile: i for i, tile in enumerate(sorted({p[0] for pieces in spans.values() for p in pieces}))}
     for row, (program, pieces) in enumerate(spans.items()):
         t = 0
         for tile, k_begin, k_end in pieces:
             width = k_end - k_begin
-            ax.barh(row, width, left=t, color=cmap(tile % 20), edgecolor="white")
+            ax.barh(row, width, left=t, color=palette[rank[tile] % len(palette)], edgecolor="white")
             ax.text(t + width / 2, row, f"{tile}" + ("" if width > 2 else ""), ha="center", va="center", fontsize=7)
             t += width
     ax.set_yticks(range(len(spans)), [f"program {p}" for p in spans])
@@ -487,9 +586,10 @@ def timeline(spans: dict, *, title: str = ""):
 
 
 def banks(tiles: dict, *, element_bytes: int, column: int, title: str = ""):
-    """Side by side, each ``{title: offsets}`` (``layouts.shared_offsets``: a tile's place in shared
+    """Two to a row, each ``{title: offsets}`` (``layouts.shared_offsets``: a tile's place in shared
     memory): every element coloured by its shared-memory bank (one hue per bank, 32 banks), and the
-    ``column`` that one warp reads (a lane per row) outlined, with how many passes that read takes."""
+    ``column`` that one warp reads (a lane per row) outlined, with how many passes that read takes.
+    About 960 pixels wide (a notebook's width), labels of 10 points or more."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Rectangle
 
@@ -498,17 +598,25 @@ def banks(tiles: dict, *, element_bytes: int, column: int, title: str = ""):
     if not tiles:
         raise ValueError("banks(tiles): pass at least one {title: 2-D tensor of offsets} entry")
     cmap = ListedColormap(plt.get_cmap("turbo")(np.linspace(0.05, 0.95, layouts.BANKS)))  # not cyclic: 0 != 31
-    fig, axes = plt.subplots(1, len(tiles), figsize=(4.6 * len(tiles), 3.6), layout="constrained", squeeze=False)
-    for ax, (name, offsets) in zip(axes[0], tiles.items()):
+    across = min(2, len(tiles))
+    down = -(-len(tiles) // across)
+    fig, axes = plt.subplots(down, across, figsize=(4.2 * across + 1.0, 2.9 * down + 0.3), layout="constrained",
+                             squeeze=False)
+    for ax in axes.flat[len(tiles):]:
+        ax.remove()
+    for ax, (name, offsets) in zip(axes.flat, tiles.items()):
         bank = layouts.banks(offsets, element_bytes)
         image = ax.imshow(bank.numpy(), cmap=cmap, vmin=-0.5, vmax=layouts.BANKS - 0.5, interpolation="nearest")
         rows = offsets.shape[0]
         ax.add_patch(Rectangle((column - 0.5, -0.5), 1, min(rows, 32), fill=False, edgecolor="black", lw=2))
         passes = layouts.wavefronts(offsets[:32, column], element_bytes)
         ax.set_title(f"{name}\ncolumn {column} by one warp: {passes} pass{'es' if passes > 1 else ''}", fontsize=10)
-        ax.set_xlabel("column j")
-        ax.set_ylabel("row i")
-    fig.colorbar(image, ax=axes[0].tolist(), label="bank", ticks=[0, 8, 16, 24, 31], shrink=0.8)
+        ax.set_xlabel("column j", fontsize=10)
+        ax.set_ylabel("row i", fontsize=10)
+        ax.tick_params(labelsize=10)
+    bar = fig.colorbar(image, ax=axes[:, -1].tolist(), ticks=[0, 8, 16, 24, 31], shrink=0.8)
+    bar.set_label("bank", fontsize=10)
+    bar.ax.tick_params(labelsize=10)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=11)
     return fig

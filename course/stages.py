@@ -559,7 +559,10 @@ class ScheduleContext:
     def streamk_span(self, start_iter, end_iter):
         """``(tile_id, k_begin, k_end)``: the last piece of ``[start_iter, end_iter)`` that lies in
         one tile (K-iterations ``[k_begin, k_end)`` of tile ``tile_id``). Walk a program's range
-        backwards, piece by piece (why backwards: see the module docstring)::
+        backwards, piece by piece: the last piece of a range is the only one a program may share
+        with a later program, which owns that tile and waits for it; computed first, its partial is
+        published early (walked forwards, each owner would wait for the whole range before it;
+        ``notes/stages.md``, "The fix-up protocol")::
 
             start, end = sched.iter_range()
             while end > start:

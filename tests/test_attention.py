@@ -86,3 +86,11 @@ def test_empty_queries_and_bad_input():
     with pytest.raises(TypeError, match="@triton.jit"):
         attention.attention(q, k, v, step=lambda *a: a)
     assert poisoned((1,), torch.float16, DEVICE).isnan().all()
+
+
+def test_fastest_torch_backend_and_records_without_cudnn():
+    old = dict(sdpa_tflops=300.0, tflops=450.0)  # a record made before the cuDNN backend was measured
+    assert attention.fastest_torch(old) == ("flash", 300.0)
+    assert attention.fastest_torch({**old, "cudnn_tflops": 550.0}) == ("cuDNN", 550.0)
+    assert attention.fastest_torch({**old, "cudnn_tflops": 250.0}) == ("flash", 300.0)
+    assert attention.FA3_PUBLISHED_TFLOPS["head_dim"] == 128 and attention.FA3_PUBLISHED_TFLOPS["tflops"] > 0

@@ -110,3 +110,19 @@ def test_host_rows_measure_ours_torch_and_a_bare_launch(capsys):
     bench.print_host_table(rows)
     text = capsys.readouterr().out
     assert "host time per call <= torch.matmul's: worst tiny" in text and "back-to-back, geomean" in text
+
+
+def test_throughput_figure_ticks_every_square_and_the_roofline_dates_its_records():
+    from course import capstone, hardware, records
+
+    h100 = hardware.lookup("NVIDIA H100 80GB HBM3")
+    record = records.load("gemm_h100-sxm")
+    fig = bench.throughput_figure(record.rows, h100, "bf16", record=record)
+    ax = fig.axes[0]
+    ticked = set(ax.get_xticks()) | set(ax.get_xticks(minor=True))
+    assert {r["M"] for r in record.rows if r["dtype"] == "bf16" and r["name"].startswith("square")} <= ticked
+    banner = capstone.points_record().banner
+    dates = sorted({records.load(name).meta["date"] for name in capstone.POINT_RECORDS})
+    assert dates[0] in banner and dates[-1] in banner
+    fig = capstone.course_roofline(h100)
+    assert len(fig.axes) == 2 and fig.axes[1].lines  # the zoomed panel has the compute-bound points

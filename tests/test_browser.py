@@ -203,3 +203,28 @@ def _shut_down_kernels(server):
     for session in sessions:
         request = urllib.request.Request(f"{server}/api/sessions/{session['id']}?token={TOKEN}", method="DELETE")
         urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_saving_an_opened_notebook_changes_nothing(server, browser):
+    """JupyterLab rewrites a notebook's metadata for the kernel it starts (the Python version, the
+    kernel's display name); course.lab's save hook keeps the committed ones, so that opening and saving
+    a notebook leaves the tracked file as it was."""
+    path = NOTEBOOKS[0]
+    before, stat = path.read_bytes(), path.stat()
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    try:
+        page.goto(f"{server}/lab/workspaces/save/tree/notebooks/{path.name}?reset&token={TOKEN}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=90_000)
+        _wait_for_kernel(server, path, page)
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first.click()
+        page.keyboard.press("Control+s")
+        deadline = time.time() + 30
+        while path.stat().st_mtime_ns == stat.st_mtime_ns and time.time() < deadline:
+            time.sleep(0.5)
+        assert path.stat().st_mtime_ns != stat.st_mtime_ns, "Ctrl+S did not save the notebook"
+        assert path.read_bytes() == before, f"saving {path.name} unchanged in JupyterLab rewrote it"
+    finally:
+        path.write_bytes(before)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        page.close()
+        _shut_down_kernels(server)

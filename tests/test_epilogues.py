@@ -72,3 +72,51 @@ def test_bad_input_is_named(call, message):
     x, w = torch.randn(4, 8, device=DEVICE, dtype=torch.float16), torch.randn(3, 8, device=DEVICE, dtype=torch.float16)
     with pytest.raises((ValueError, TypeError), match=message):
         call(x, w)
+
+
+def test_quantize_rows_kernel_matches_quantize_but_for_ties():
+    torch.manual_seed(1)
+    x = torch.randn(37, 300, device=DEVICE, dtype=torch.float16)
+    x[3] = 0  # an all-zero row: scale 1, values 0
+    x[5, 7] = 65504
+    for t, blocks in ((x, dict(block_n=64)), (x.T.contiguous().T, dict(block_m=4, block_n=128))):
+        q, scale = epilogues.quantize_rows(t, **blocks)
+        q0, scale0 = epilogues.quantize(t)
+        assert q.dtype == torch.int8 and scale.dtype == torch.float32
+        assert torch.equal(scale.cpu(), scale0.cpu())
+        ratio = t.float().cpu() / scale0.cpu()[:, None]
+        tie = (ratio - ratio.floor() - 0.5).abs() < 1e-4
+        differ = q.cpu() != q0.cpu()
+        assert not (differ & ~tie).any() and ((q.int() - q0.int()).abs() <= 1).all()
+    assert epilogues.quantize_rows(torch.empty(0, 5, device=DEVICE))[0].shape == (0, 5)
+    with pytest.raises(ValueError, match="2-D float16 or float32"):
+        epilogues.quantize_rows(torch.ones(3, device=DEVICE))
+
+
+def test_bias_gelu_variants_all_compute_the_same_layer():
+    torch.manual_seed(2)
+    x = torch.randn(40, 64, device=DEVICE, dtype=torch.float16)
+    w = torch.randn(48, 64, device=DEVICE, dtype=torch.float16) / 8
+    bias = torch.randn(48, device=DEVICE, dtype=torch.float16)
+    variants = epilogues.bias_gelu_variants(x, w, bias)
+    assert {"course.gemm, bias fused; GELU", "course.gemm; bias; GELU", "torch: matmul; bias; GELU"} <= set(variants)
+    for name, run in variants.items():
+        check(name, run(), epilogues.reference(x, w, bias, "gelu"))
+
+
+def test_speedups_draws_one_panel_per_baseline_and_notes_a_missing_one():
+    import matplotlib.pyplot as plt
+
+    from course import plots, records
+
+    record = records.Record(rows=[], meta={"gpu": "GPU X", "date": "2026-01-01"})
+    fig = plots.speedups(["a", "b"], {"float16": {"k": [1.1, 0.9]}, "int8": {"k": [1.3, 1.2], "k2": [1.0, 1.1]},
+                                      "layer": {}}, title="t", record=record, caption="c", notes={"layer": "not yet"})
+    assert len(fig.axes) == 3 and [len(ax.patches) for ax in fig.axes] == [2, 4, 0]
+    texts = [t.get_text() for t in fig.texts] + [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert record.banner in texts and "not yet" in texts
+    plt.close(fig)
+    with pytest.raises(ValueError, match="3 values for 2"):
+        plots.speedups(["a", "b"], {"p": {"k": [1, 2, 3]}})
+    with pytest.raises(ValueError, match="at least one"):
+        plots.speedups(["a"], {})

@@ -101,3 +101,27 @@ def test_lab_args_as_one_quoted_word_are_split(monkeypatch):
     monkeypatch.setattr(lab, "_run", lambda cmd: seen.setdefault("cmd", cmd) and 0)
     lab.main(["--no-browser --port 8888"])
     assert seen["cmd"][-2:] == ["--port", "8888"] and "--no-browser" in seen["cmd"]
+
+
+def test_the_save_hook_keeps_the_committed_metadata(tmp_path):
+    """What JupyterLab would write for another machine's kernel (its Python version, "Python 3") is put
+    back as the file on disk has it; a new notebook is left alone."""
+    import json
+    import types
+
+    committed = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                             "language": "python"},
+                              "language_info": {"name": "python", "version": "3.12.3"}}, "cells": []}
+    (tmp_path / "a.ipynb").write_text(json.dumps(committed))
+    manager = types.SimpleNamespace(_get_os_path=lambda path: str(tmp_path / path))
+    opened = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                           "language_info": {"name": "python", "version": "3.11.7"}}, "cells": []}
+    model = {"type": "notebook", "content": opened}
+    lab.before_save(model, path="a.ipynb", contents_manager=manager)
+    assert model["content"]["metadata"] == committed["metadata"]
+    new = {"type": "notebook", "content": {"metadata": {"language_info": {"version": "3.11.7"}}, "cells": []}}
+    lab.before_save(new, path="new.ipynb", contents_manager=manager)
+    assert new["content"]["metadata"]["language_info"] == {"version": "3.11.7"}
+    text = {"type": "file", "content": "x"}
+    lab.before_save(text, path="a.txt", contents_manager=manager)
+    assert text == {"type": "file", "content": "x"}

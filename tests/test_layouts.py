@@ -139,3 +139,16 @@ def test_banks_picture_counts_the_passes_of_the_outlined_column():
     assert "32 passes" in titles[0] and "4 passes" in titles[1]
     with pytest.raises(ValueError, match="at least one"):
         plots.banks({}, element_bytes=2, column=0)
+
+
+def test_layout_pictures_fit_a_notebook_width():
+    """JupyterLab shows a figure about 960 pixels wide (at 100 dpi): wider ones shrink, and their labels with them."""
+    mma = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 16])
+    acc = {k: v[:16] for k, v in layouts.ownership(mma, (64, 32)).items()}
+    a_op = {k: v[:16] for k, v in layouts.ownership(gl.DotOperandLayout(0, mma, 2), (64, 16)).items()}
+    stacked = plots.ownership({"acc": acc, "A": a_op}, number="lane", colour="register")
+    tiles = {name: layouts.shared_offsets((32, 64)) for name in "abcd"}
+    for fig in (stacked, plots.banks(tiles, element_bytes=2, column=5)):
+        assert fig.get_size_inches()[0] * 100 <= 960
+    assert len(stacked.axes) == 2 and stacked.axes[0].get_position().y0 > stacked.axes[1].get_position().y0
+    assert min(t.get_fontsize() for t in stacked.axes[0].texts) >= 8  # 11 px at 100 dpi

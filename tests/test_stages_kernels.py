@@ -21,6 +21,30 @@ def test_stages_matmul_strides_and_bad_input():
         stages_kernels.stages_matmul(a, b, num_programs=0)
 
 
+def test_the_tma_kernel_reads_ragged_edges_as_zeros():
+    """Descriptors pad the edges with zeros: ragged M, N and K (a multiple of 8 elements, as TMA's 16-byte
+    strides need), no masks, no EVEN_K."""
+    import triton
+
+    M, N, K = 70, 96, 104  # K is three and a quarter steps of 32
+    a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+    c = poisoned((M, N), torch.float16, DEVICE)
+    try:  # Triton's default allocator (private): restored after, so other kernels keep its clear error
+        from triton.runtime._allocation import _allocator
+        before = _allocator.get()
+    except (ImportError, AttributeError):
+        before = None
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=DEVICE))
+    try:
+        stages_kernels.stages_tma_kernel[(3,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=32,
+                                               BLOCK_N=32, BLOCK_K=32, GROUP_M=2, NUM_PROGRAMS=3)
+    finally:
+        if before is not None:
+            triton.set_allocator(before)
+    check("through tensor descriptors", c, a.double().cpu() @ b.double().cpu())
+
+
 def test_tile_indices_wrap_and_mask():
     t = stages_kernels.tile_indices(1, 2, 4, 8, M=6, N=20)
     assert t["rows"].tolist() == [4, 5, 6, 7] and t["cols"].tolist() == list(range(16, 24))

@@ -835,9 +835,9 @@ def _transpose_damage(run: _TRun) -> str:
     if wrong:
         parts.append(f"{wrong} of {run.out.view.numel()} elements of out hold the wrong element of x")
     if unwritten:
-        parts.append(f"{plural(unwritten, 'element')} of out were never written")
+        parts.append(f"{plural(unwritten, 'element')} of out {'was' if unwritten == 1 else 'were'} never written")
     if spilled:
-        parts.append(f"{plural(spilled, 'element')} were written outside out")
+        parts.append(f"{plural(spilled, 'element')} {'was' if spilled == 1 else 'were'} written outside out")
     return "; ".join(parts) or "out is wrong"
 
 
@@ -924,6 +924,7 @@ class _MModel:
     c_mask: tuple | None = ("M", "N")
     store_dtype: torch.dtype | None = None  # the dtype the accumulator is rounded to before C's (a 16-bit store)
     load_dtype: torch.dtype | None = None  # the dtype A's and B's blocks are rounded to before tl.dot
+    rounded: str = "ab"  # which of them: "a", "b" or both
 
 
 def _k_starts(kind: str, K: int, bk: int) -> tuple:
@@ -942,12 +943,14 @@ _M_RIGHT = _MModel()
 _ADD = "acc = tl.dot(a, b, acc), or acc += tl.dot(a, b)"
 _SIXTEEN = ("C is float32 here, but the store rounded the accumulator to {dtype} first (acc.to(tl.{dtype})?): "
             "{why}. Convert to C's own dtype, c_ptr.dtype.element_ty")
-_INPUTS = ("A and B are float32 here, but their blocks were rounded to {dtype} before tl.dot (a.to(tl.{dtype})?): "
+_INPUTS = ("A and B are float32 here, but {which} rounded to {dtype} before tl.dot (.to(tl.{dtype})?): "
            "{why}. Give tl.dot the blocks as they were loaded; only the result is converted, at the store")
 _M_MODELS = [
     # the inputs' rounding before the store's: a store through bfloat16 is close enough to hide them
-    _MModel(_INPUTS.format(dtype="float16", why="float16 keeps 11 bits of float32's 24"), load_dtype=torch.float16),
-    _MModel(_INPUTS.format(dtype="bfloat16", why="bfloat16 keeps 8 bits of float32's 24"), load_dtype=torch.bfloat16),
+    *(_MModel(_INPUTS.format(which=which, dtype=str(dtype).split(".")[1], why=why), load_dtype=dtype, rounded=rounded)
+      for dtype, why in ((torch.float16, "float16 keeps 11 bits of float32's 24"),
+                         (torch.bfloat16, "bfloat16 keeps 8 bits of float32's 24"))
+      for rounded, which in (("ab", "their blocks were"), ("a", "A's block was"), ("b", "B's block was"))),
     _MModel(_SIXTEEN.format(dtype="float16", why="float16 keeps 11 bits of the float32 accumulator's 24, and stops "
                             "at 65504, past which C becomes inf"), store_dtype=torch.float16),
     _MModel(_SIXTEEN.format(dtype="bfloat16", why="bfloat16 keeps 8 bits of the float32 accumulator's 24"),
@@ -1235,7 +1238,8 @@ def _replay_matmul(model: _MModel, run: _MRun):
         if a is None or b is None:
             return None
         if model.load_dtype is not None:
-            a, b = a.to(model.load_dtype).double(), b.to(model.load_dtype).double()
+            a = a.to(model.load_dtype).double() if "a" in model.rounded else a
+            b = b.to(model.load_dtype).double() if "b" in model.rounded else b
         product = torch.bmm(a, b)
         acc = (2 * acc if model.twice else acc) + product if model.accumulate else product
     values = torch.full((run.c.flat.numel(),), float("nan"), dtype=torch.float64)
@@ -1424,14 +1428,14 @@ def _matmul_damage(run: _MRun, right) -> str:
         if wrong:
             parts.append(f"{wrong} of {run.c.view.numel()} elements of C are wrong")
     if nan:
-        parts.append(f"{plural(nan, 'element')} of C are NaN")
+        parts.append(f"{plural(nan, 'element')} of C {'is' if nan == 1 else 'are'} NaN")
     for name, n in run.strays.items():
         if n:
             parts.append(f"the loads read {plural(n, 'element')} outside {name}")
     if unwritten:
-        parts.append(f"{plural(unwritten, 'element')} of C were never stored")
+        parts.append(f"{plural(unwritten, 'element')} of C {'was' if unwritten == 1 else 'were'} never stored")
     if spilled:
-        parts.append(f"{plural(spilled, 'element')} were stored outside C")
+        parts.append(f"{plural(spilled, 'element')} {'was' if spilled == 1 else 'were'} stored outside C")
     return "; ".join(parts) or "wrong values"
 
 

@@ -578,7 +578,7 @@ def check_prune_configs(prune_configs) -> str:
         want = launch.keep()
         if kept != want:
             evidence = answered + _more_answers(prune_configs, launches[len(answered):])
-            raise Failed(f"{call}: {_prune_hint(answered, evidence, prune_configs)}")
+            raise Failed(f"{launch}: {_prune_hint(answered, evidence, prune_configs)}")
     return (f"right on {len(launches)} calls: {len(_GPUS)} GPUs' limits, 1-, 2- and 4-byte dtypes, exact limits, "
             "and shapes no configuration fills")
 

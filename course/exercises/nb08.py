@@ -7,6 +7,7 @@ import builtins
 import contextlib
 import dataclasses
 import inspect
+import math
 import textwrap
 
 import torch
@@ -743,7 +744,9 @@ def _filled(case: _Case, scale: torch.Tensor, peak: torch.Tensor) -> None:
     raise Failed(f"on {case.what}: {_row_words(case, i)}: its scale is {float(scale[i]):g}, from the lanes the first "
                  f"pass's mask turns off (the columns past N): they count in the maximum of |x| with their filler, "
                  f"of magnitude {f:g} here (other=, or what a load without other= leaves there). The filler matters: "
-                 "for a maximum of |x| give other=0, the smallest |x| there is (not -inf: tl.abs makes it +inf)")
+                 "for a maximum of |x| give other=0, the smallest |x| there is"
+                 + (" (not -inf, which tl.abs makes +inf, and not a load without other=, whose masked-off lanes "
+                    "are undefined)" if math.isinf(f) else ""))
 
 
 def _other_reads(x, q):

@@ -144,13 +144,19 @@ def _block_names(tree, params_are_blocks: bool) -> set:
     """The local names that hold blocks, following the assignments to a fixed point."""
     func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
     blocks = {a.arg for a in func.args.args} if (func and params_are_blocks) else set()
+    return _grow_blocks(tree, blocks, _makes_block)
+
+
+def _grow_blocks(tree, blocks: set, makes_block) -> set:
+    """``blocks`` and every name assigned a value that ``makes_block(value, blocks)`` calls a block,
+    following the assignments to a fixed point."""
     changed = True
     while changed:
         changed = False
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if _makes_block(node.value, blocks):
+                if makes_block(node.value, blocks):
                     for name in (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
                         if name.id not in blocks:
                             blocks.add(name.id)
@@ -177,12 +183,16 @@ def _builtin_minmax(fn, params_are_blocks: bool) -> str | None:
 
 # what a block carries besides its values: known when the kernel is built, so a Python `if` on them is right
 _BLOCK_META = {"dtype", "shape", "type", "numel", "ndim", "element_ty"}
+# A reduction may leave a single value (tl.min of a 1-D block), which Python's if takes: not judged from the source
+_REDUCTIONS = {"min", "max", "sum", "reduce", "argmin", "argmax", "xor_sum", "prod"}
 
 
 def _block_expr(node, blocks: set) -> bool:
     """Whether an expression's value is a block (not its dtype or shape): a name known to hold one, or a tl
     function that makes one, anywhere inside it."""
     if isinstance(node, ast.Attribute) and node.attr in _BLOCK_META:
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REDUCTIONS:
         return False
     if isinstance(node, ast.Name):
         return node.id in blocks
@@ -203,17 +213,7 @@ def _python_if_on_block(fn, params_are_blocks: bool):
         blocks = set()
         if params_are_blocks or index > 0:
             blocks = {a.arg for a in func.args.args if "constexpr" not in ast.unparse(a.annotation or ast.Constant(""))}
-        changed = True
-        while changed:  # follow the assignments to a fixed point
-            changed = False
-            for node in ast.walk(func):
-                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if _block_expr(node.value, blocks):
-                        for name in (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
-                            if name.id not in blocks:
-                                blocks.add(name.id)
-                                changed = True
+        blocks = _grow_blocks(func, blocks, _block_expr)
         for node in ast.walk(func):
             if isinstance(node, (ast.If, ast.While, ast.IfExp)) and _block_expr(node.test, blocks):
                 kind = {ast.If: "if", ast.While: "while", ast.IfExp: "x if c else y"}[type(node)]
@@ -846,6 +846,8 @@ def _flash_model(q, k, v, scale, causal, bm, bn, variant="right", rounding=None)
     (S_Q, d), S_K = q.shape, k.shape[0]
     if variant == "Q masked with S_K":  # Q's load masked with the keys' length: its rows past S_K are 0
         q = torch.where(torch.arange(S_Q)[:, None] < S_K, q, torch.zeros_like(q))
+    if variant == "Q's last row dropped":  # Q's load masked with rows < S_Q - 1: the last query is 0
+        q = torch.where(torch.arange(S_Q)[:, None] < S_Q - 1, q, torch.zeros_like(q))
     if variant == "keys past S_K":  # the last block's padding keys loaded as 0 and never masked: score 0, value 0
         pad = -k.shape[0] % bn
         k, v = torch.cat([k, k.new_zeros(pad, d)]), torch.cat([v, v.new_zeros(pad, d)])
@@ -1128,6 +1130,9 @@ def _diagnose_values(r: _Flash) -> None:
                 ("Q masked with S_K", None, f"the rows of Q from S_K on ({c.S_K} here) are loaded as 0: Q's load "
                                             "is masked with the keys' length, S_K. Q has S_Q rows: mask its load "
                                             "with rows < S_Q"),
+                ("Q's last row dropped", None, f"the last row of Q (row S_Q - 1 = {c.S_Q - 1} here) is loaded as 0: "
+                                               "Q's load mask leaves it out (rows < S_Q - 1?). Q's rows run from 0 "
+                                               "to S_Q - 1: mask its load with rows < S_Q"),
                 ("keys past S_K", None, "the keys past S_K take part in the softmax (with a score of 0): mask "
                                         "their scores to -inf, not only their loads" + (
                                             ", under the causal mask too: the rows past S_K see the padding of the "

@@ -351,6 +351,8 @@ MATMUL_WRONG = {  # label: (edits, words its message must contain)
     # from the third review
     "inputs rounded to float16": ([(_DOT, "acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)")],
                                   "rounded to float16 before tl.dot"),
+    "B's block rounded to float16": ([(_DOT, "acc = tl.dot(a, b.to(tl.float16).to(tl.float32), acc)")],
+                                     "B's block was rounded to float16 before tl.dot"),
     "inputs rounded to bfloat16": ([(_DOT, "acc = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), acc)")],
                                    "converts to bfloat16"),
     "B's K masked with M": ([(_B_MASK, _B_MASK.replace("(k + ks)[:, None] < K", "(k + ks)[:, None] < M"))],
@@ -376,7 +378,8 @@ def test_matmul_kernel_reference_passes(capsys):
 SEEN_ONLY_BY_THE_INTERPRETER = ("no K mask on B", "loads unmasked at the edges of M and N",
                                 # compiled, tl.dot rounds float32 to tf32 (10 bits) anyway: 16-bit inputs
                                 # are within its tolerance; the interpreter's float32 product is exact enough
-                                "inputs rounded to float16", "inputs rounded to bfloat16")
+                                "inputs rounded to float16", "inputs rounded to bfloat16",
+                                "B's block rounded to float16")
 
 
 def test_matmul_kernel_wrong_answers_get_their_own_messages(tmp_path):

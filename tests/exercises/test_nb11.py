@@ -424,8 +424,21 @@ def _softmax_if_on_dtype(m_i, l_i, acc, s, v):  # Python's if on a block's dtype
     return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(q, v)
 
 
+@triton.jit
+def _softmax_if_on_a_reduction(m_i, l_i, acc, s, v):  # the fourth review's: Python's if on one value, right
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if tl.min(m_new, 0) == float("-inf"):
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_safe = m_new
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
 SOFTMAX_RIGHT = [_softmax_comment, _softmax_dot_accumulates, _softmax_exp_of_ln2, _softmax_where_max,
-                 _softmax_guarded_block_shift, _softmax_guarded_dot_accumulates, _softmax_if_on_dtype]
+                 _softmax_guarded_block_shift, _softmax_guarded_dot_accumulates, _softmax_if_on_dtype,
+                 _softmax_if_on_a_reduction]
 
 
 def test_softmax_step_reference_passes():
@@ -616,6 +629,8 @@ FLASH_WRONG = {  # label: (edits, words)
                                                           "and again after it"),
     "Q's rows masked with S_K": ([(_Q_MASK, "mask=rows[:, None] < S_K, other=0.0)")],
                                  "Q's load is masked with the keys' length"),
+    "Q's last row masked off": ([(_Q_MASK, "mask=rows[:, None] < S_Q - 1, other=0.0)")],
+                                "the last row of Q (row S_Q - 1"),
     "O's store masked with S_K": ([(_O_MASK, "out.to(O.dtype.element_ty),\n             mask=rows[:, None] < S_K)")],
                                   "the store is masked with the keys' length"),
     "L's store masked with S_K": ([(", mask=rows < S_Q)  # back", ", mask=rows < S_K)  # back")],
