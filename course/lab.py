@@ -27,7 +27,9 @@ def command(extra: list[str] | None = None, *, python: str = sys.executable) -> 
            # no "get Jupyter news?" prompt over the first notebook, no update check
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            # saving keeps the committed metadata: no machine's Python version, the kernel's usual name
-           "--ContentsManager.pre_save_hook=course.lab.before_save"]
+           "--ContentsManager.pre_save_hook=course.lab.before_save",
+           # the course's default settings (overrides.json): no "get Jupyter news?" toast over the notebook
+           f"--LabApp.app_settings_dir={ROOT / 'course' / 'lab_settings'}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + list(extra or [])

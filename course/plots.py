@@ -92,10 +92,11 @@ def roofline(machine: Machine, points=(), *, dtype: str = "bf16", title: str | N
     ax.loglog(x[x >= ridge], np.full((x >= ridge).sum(), peak), color="dimgray", lw=2.5,
               label=f"compute roof: {peak:,.4g} TFLOP/s ({dtype}, {'measured' if measured_peaks else 'datasheet'})")
     ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge point: {ridge:,.0f} FLOP/byte")
-    # past the six line styles, points still differ: ten colours, eleven markers
+    # past the six line styles, points still differ: twenty colours (tab20's dark ones first), eleven markers
     markers = itertools.cycle("os^Dv<P>Xh*")
+    colours = [plt.get_cmap("tab20")(k) for k in list(range(0, 20, 2)) + list(range(1, 20, 2))]
     for i, p in enumerate(points):
-        style = _STYLES[i] if len(points) <= len(_STYLES) else dict(marker=next(markers), color=f"C{i % 10}")
+        style = _STYLES[i] if len(points) <= len(_STYLES) else dict(marker=next(markers), color=colours[i % 20])
         ax.plot(p.intensity, p.tflops, ls="none", marker=style["marker"], color=style["color"], ms=9, mew=2,
                 label=f"{p.label}: {p.tflops:.3g} TFLOP/s")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
@@ -342,9 +343,9 @@ def launch_orders(orders: dict, *, wave: int | None = None, path: int | None = N
         if path:  # the first programs' tiles, joined in launch order
             where = {value: (r, c) for (r, c), value in np.ndenumerate(order.numpy()) if 0 <= value < path}
             rows_, cols_ = zip(*(where[p] for p in sorted(where))) if where else ((), ())
-            ax.plot(cols_, rows_, color="white", lw=2.4)
-            ax.plot(cols_, rows_, color="black", lw=1.0)
-            ax.plot(cols_[:1], rows_[:1], "o", color="black", mfc="white", ms=5)
+            ax.plot(cols_, rows_, color="white", lw=4.0)
+            ax.plot(cols_, rows_, color="black", lw=1.8)
+            ax.plot(cols_[:1], rows_[:1], "o", color="black", mfc="white", ms=7)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("tile column (pid_n)")
         ax.set_ylabel("tile row (pid_m)")

@@ -106,7 +106,6 @@ def test_lab_args_as_one_quoted_word_are_split(monkeypatch):
 def test_the_save_hook_keeps_the_committed_metadata(tmp_path):
     """What JupyterLab would write for another machine's kernel (its Python version, "Python 3") is put
     back as the file on disk has it; a new notebook is left alone."""
-    import json
     import types
 
     committed = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
@@ -125,3 +124,11 @@ def test_the_save_hook_keeps_the_committed_metadata(tmp_path):
     text = {"type": "file", "content": "x"}
     lab.before_save(text, path="a.txt", contents_manager=manager)
     assert text == {"type": "file", "content": "x"}
+
+
+def test_no_news_toast_over_the_first_notebook():
+    """JupyterLab asks "get notified about official Jupyter news?" in a toast over the notebook unless
+    its default settings say no: course.lab points it at the course's overrides.json, which does."""
+    flag = next(arg for arg in lab.command() if arg.startswith("--LabApp.app_settings_dir="))
+    overrides = json.loads((Path(flag.split("=", 1)[1]) / "overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
