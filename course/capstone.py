@@ -95,14 +95,22 @@ def _gemm_point(label, M, N, K, ms, element_bytes=2):
     return Point(label, 2.0 * M * N * K, element_bytes * (M * K + K * N + M * N), ms)
 
 
+#: The records :func:`course_points` reads, one per notebook.
+POINT_RECORDS = ("vector_add", "fusion_bias_gelu", "naive_matmul", "grouped_matmul", "tuned_matmul",
+                 "persistent_matmul", "stages_matmul", "quantized_linear", "gemm_h100-sxm", "flash_attention",
+                 "fused_mlp")
+
+
 def course_points() -> list:
     """One roofline point per kernel the course built, from the records (the largest problem of each),
     with each kernel's compulsory bytes (inputs read once, output written once)."""
     from course import records
     from course.plots import Point
 
+    loaded = {name: records.load(name) for name in POINT_RECORDS}  # the banner's dates come from the same list
+
     def last(name):
-        return records.load(name).rows[-1]
+        return loaded[name].rows[-1]
 
     points = []
     r = last("vector_add")
@@ -117,27 +125,21 @@ def course_points() -> list:
                              ("08 fused linear", "quantized_linear", "fused linear_ms")):
         r = last(name)
         points.append(_gemm_point(f"{label}, {r['M']}x{r['N']}x{r['K']}", r["M"], r["N"], r["K"], r[key]))
-    gemm_rows = records.load("gemm_h100-sxm").rows
+    gemm_rows = loaded["gemm_h100-sxm"].rows
     for name in ("square 8192", "8B qkv M=16"):
         r = next(r for r in gemm_rows if r["dtype"] == "bf16" and r["name"] == name)
         points.append(_gemm_point(f"09-10 course.gemm, {r['M']}x{r['N']}x{r['K']}", r["M"], r["N"], r["K"],
                                   r["auto_ms"]))
-    r = next(r for r in records.load("flash_attention").rows if r["head_dim"] == 128 and not r["causal"]
+    r = next(r for r in loaded["flash_attention"].rows if r["head_dim"] == 128 and not r["causal"]
              and r["seq"] == 4096)
     io = 4 * r["batch"] * r["heads"] * r["seq"] * r["head_dim"] * 2
     points.append(Point("11 flash attention, seq 4096", r["tflops"] * r["ms"] * 1e9, io, r["ms"]))
-    r = next(r for r in records.load("fused_mlp").rows if r["kind"] == "SwiGLU" and r["M"] == 4096)
+    r = next(r for r in loaded["fused_mlp"].rows if r["kind"] == "SwiGLU" and r["M"] == 4096)
     flops = 2 * r["M"] * r["d"] * r["hidden"] * 3
     weights = 2 * 3 * r["d"] * r["hidden"]
     moved = weights + 2 * 2 * r["M"] * r["d"] + r["hidden_mb"]["fused"] * 1e6  # weights, x and y, hidden twice
     points.append(Point(f"11 SwiGLU MLP, fused, {r['M']} tokens", flops, moved, r["fused_ms"]))
     return points
-
-
-#: The records :func:`course_points` reads, one per notebook.
-POINT_RECORDS = ("vector_add", "fusion_bias_gelu", "naive_matmul", "grouped_matmul", "tuned_matmul",
-                 "persistent_matmul", "stages_matmul", "quantized_linear", "gemm_h100-sxm", "flash_attention",
-                 "fused_mlp")
 
 
 def points_record():

@@ -18,14 +18,8 @@ import triton
 import triton.language as tl
 
 from course.persistent import programs
-from course.stages import (
-    GemmContext,
-    ScheduleContext,
-    make_bias_view,
-    make_output_view,
-    make_scale_view,
-    make_tensor_view,
-)
+from course.stages import (GemmContext, ScheduleContext, make_bias_view, make_output_view, make_scale_view,
+                           make_tensor_view)
 
 
 @triton.jit

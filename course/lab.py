@@ -24,7 +24,7 @@ START_PAGE = "/lab/tree/notebooks"
 def command(extra: list[str] | None = None, *, python: str = sys.executable) -> list[str]:
     """The JupyterLab command line ``make lab`` runs, with ``extra`` flags appended."""
     cmd = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url={START_PAGE}",
-           # no "get Jupyter news?" prompt over the first notebook, no update check
+           # no news fetched, no update check (the news toast itself: lab_settings below)
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            # saving keeps the committed metadata: no machine's Python version, the kernel's usual name
            "--ContentsManager.pre_save_hook=course.lab.before_save",

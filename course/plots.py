@@ -157,12 +157,8 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
         if len(values) != len(categories):
             raise ValueError(f"bars: series {name!r} has {len(values)} values for {len(categories)} categories")
     fig, ax = _axes(ax, (min(12, max(8, 0.6 * len(categories) * len(series))), 4.5))
-    width = 0.8 / len(series)
     fmt = "%.0f" if max(max(v) for v in series.values()) >= 10 else "%.2f"  # ratios near 1 keep two decimals
-    for i, ((name, values), style) in enumerate(zip(series.items(), itertools.cycle(_STYLES))):
-        xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
-        drawn = ax.bar(xs, values, width, label=name, color=style["color"])
-        ax.bar_label(drawn, fmt=fmt, fontsize=7, padding=1, rotation=90 if upright_labels else 0)
+    _grouped_bars(ax, len(categories), series, itertools.cycle(_STYLES), fmt, upright_labels)
     if upright_labels:
         ax.margins(y=0.1)  # room above the tallest bar for its upright label
     ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
@@ -173,6 +169,16 @@ def bars(categories, series: dict, *, ylabel: str, title: str | None = None, cap
         _titles(fig, ax, title or "", record)
     _caption(fig, caption)
     return fig
+
+
+def _grouped_bars(ax, count: int, series: dict, styles, fmt: str, upright: bool) -> None:
+    """One bar per entry of ``series`` in each of ``count`` groups, side by side, each labelled with its
+    value (``fmt``; written upwards with ``upright``), coloured from the ``styles`` iterator in turn."""
+    width = 0.8 / max(1, len(series))
+    for i, ((label, values), style) in enumerate(zip(series.items(), styles)):
+        xs = np.arange(count) + (i - (len(series) - 1) / 2) * width
+        drawn = ax.bar(xs, values, width, label=label, color=style["color"])
+        ax.bar_label(drawn, fmt=fmt, fontsize=7, padding=1, rotation=90 if upright else 0)
 
 
 def speedups(categories, panels: dict, *, title: str | None = None, caption: str | None = None, record=None,
@@ -190,13 +196,10 @@ def speedups(categories, panels: dict, *, title: str | None = None, caption: str
                              layout="constrained", squeeze=False, width_ratios=widths)
     styles = itertools.cycle(_STYLES)
     for ax, (name, series) in zip(axes[0], panels.items()):
-        width = 0.8 / max(1, len(series))
-        for i, ((label, values), style) in enumerate(zip(series.items(), styles)):
+        for label, values in series.items():
             if len(values) != len(categories):
                 raise ValueError(f"speedups: {label!r} has {len(values)} values for {len(categories)} categories")
-            xs = np.arange(len(categories)) + (i - (len(series) - 1) / 2) * width
-            drawn = ax.bar(xs, values, width, label=label, color=style["color"])
-            ax.bar_label(drawn, fmt="%.2f", fontsize=7, padding=1, rotation=90 if len(series) > 1 else 0)
+        _grouped_bars(ax, len(categories), series, styles, "%.2f", upright=len(series) > 1)
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         ax.margins(y=0.15)
         ax.set_ylim(bottom=0, top=None if series else 2)
@@ -426,6 +429,31 @@ def schedules(logs: dict, *, title: str = ""):
     return fig
 
 
+def _category_panel(ax, values, cmap, title: str, xlabel: str, ylabel: str, numbers=None, fontsize: int = 7) -> None:
+    """One map of category ids (numpy; -1: none, drawn white) on ``ax``, one colour of ``cmap`` per id,
+    with ``numbers`` (numpy, the same shape) written into the cells when given."""
+    colours = np.ones(values.shape + (4,))
+    colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
+    ax.imshow(colours, interpolation="nearest")
+    if numbers is not None:
+        for (i, j), n in np.ndenumerate(numbers):
+            ax.text(j, i, str(n), ha="center", va="center", fontsize=fontsize)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if values.shape[0] == 1:
+        ax.set_yticks([])
+
+
+def _category_legend(fig, cmap, labels: list, fontsize: int) -> None:
+    from matplotlib.patches import Patch
+
+    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=text) for i, text in enumerate(labels)],
+               loc="outside right", fontsize=fontsize, frameon=False)
+
+
 def category_maps(maps: dict, *, categories: int, label: str, title: str = "", numbers: dict | None = None,
                   xlabel: str = "tile column (pid_n)", ylabel: str = "tile row (pid_m)", names=None):
     """Side by side, each ``{title: 2-D tensor of category ids}`` (e.g. ``persistent.xcd_map``: the
@@ -433,7 +461,6 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
     (``"<label> <id>"``, or ``names[id]``); ``numbers`` (``{title: tensor of the same shape}``) are
     written into the cells."""
     import torch
-    from matplotlib.patches import Patch
 
     if not maps:
         raise ValueError("category_maps(maps): pass at least one {title: 2-D tensor} entry")
@@ -447,23 +474,9 @@ def category_maps(maps: dict, *, categories: int, label: str, title: str = "", n
                              layout="constrained", squeeze=False, width_ratios=widths)
     cmap = plt.get_cmap("tab10" if categories <= 10 else "tab20")
     for ax, (name, values) in zip(axes[0], maps.items()):
-        values = torch.as_tensor(values).cpu().numpy()
-        colours = np.ones(values.shape + (4,))
-        colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
-        ax.imshow(colours, interpolation="nearest")
-        if written and name in numbers:
-            for (i, j), n in np.ndenumerate(torch.as_tensor(numbers[name]).cpu().numpy()):
-                ax.text(j, i, str(n), ha="center", va="center", fontsize=7)
-        ax.yaxis.get_major_locator().set_params(integer=True)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        if values.shape[0] == 1:
-            ax.set_yticks([])
-    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=names[i] if names else f"{label} {i}")
-                        for i in range(categories)],
-               loc="outside right", fontsize=8, frameon=False)
+        written_here = torch.as_tensor(numbers[name]).cpu().numpy() if written and name in numbers else None
+        _category_panel(ax, torch.as_tensor(values).cpu().numpy(), cmap, name, xlabel, ylabel, written_here, 7)
+    _category_legend(fig, cmap, [names[i] if names else f"{label} {i}" for i in range(categories)], 8)
     if title:
         fig.suptitle(title)
     return fig
@@ -475,7 +488,6 @@ def ownership(owners: dict, *, number: str = "thread", colour: str = "warp", tit
     tensors are at most 32 x 32. Side by side where that fits a notebook's width (about 960 pixels),
     else one above the other, so the numbers stay legible (8 points)."""
     import torch
-    from matplotlib.patches import Patch
 
     if colour not in ("warp", "register"):
         raise ValueError(f"ownership(colour={colour!r}): pass 'warp' or 'register'")
@@ -507,21 +519,9 @@ def ownership(owners: dict, *, number: str = "thread", colour: str = "warp", tit
                              **ratios)
     cmap = plt.get_cmap("tab10" if count <= 10 else "tab20")
     for ax, (name, values) in zip(axes.flat, maps.items()):
-        colours = np.ones(values.shape + (4,))
-        colours[values >= 0] = cmap(values[values >= 0] % cmap.N)
-        ax.imshow(colours, interpolation="nearest")
-        if written:
-            for (i, j), n in np.ndenumerate(numbers[name]):
-                ax.text(j, i, str(n), ha="center", va="center", fontsize=8)
-        ax.yaxis.get_major_locator().set_params(integer=True)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("index i" if flat else "column j")
-        ax.set_ylabel("" if flat else "row i")
-        if values.shape[0] == 1:
-            ax.set_yticks([])
-    fig.legend(handles=[Patch(color=cmap(i % cmap.N), label=f"{colour} {i}") for i in range(count)],
-               loc="outside right", fontsize=9, frameon=False)
+        _category_panel(ax, values, cmap, name, "index i" if flat else "column j", "" if flat else "row i",
+                        numbers[name] if written else None, 8)
+    _category_legend(fig, cmap, [f"{colour} {i}" for i in range(count)], 9)
     fig.suptitle(title or f"who holds each element (number: the {number}; colour: the {colour})", fontsize=11)
     return fig
 

@@ -7,6 +7,7 @@ import ast
 import torch
 
 from course import runtime
+from course.check import rel_error
 from course.exercises import core
 from course.exercises.core import Failed, close, compiles_for_a_gpu, exercise, require_jit, user_error
 from course.exercises.nb06 import (
@@ -310,10 +311,6 @@ def _diagnose_product(case: str, kernel, a, w, c, block_k: int, is_strided: bool
                   "M x N (stride_cm, stride_cn); check each view's sizes and strides")
 
 
-def _rel(got, want) -> float:
-    return (torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want)).item()
-
-
 def _roundings(exact):
     """``exact`` (float64) as the float32 accumulator rounded to bfloat16 before C's float16 store: to nearest (a
     GPU) and toward 0 (Triton's interpreter)."""
@@ -323,13 +320,13 @@ def _roundings(exact):
 
 def _precision(got, exact):
     """(C's relative error, that of a float32 accumulator rounded once to float16 at the store)."""
-    return _rel(got, exact), _rel(exact.float().half().double(), exact)
+    return rel_error(got, exact), rel_error(exact.float().half().double(), exact)
 
 
 def _rounded_to_bfloat16(case: str, got, exact, extra: str = "") -> None:
     """A ✗ when C (float64, on the CPU) is ``exact`` rounded to bfloat16 on its way to the store."""
     err, floor = _precision(got, exact)
-    if err > 3 * floor + 1e-7 and any(_rel(got, r) < 0.5 * err for r in _roundings(exact)):
+    if err > 3 * floor + 1e-7 and any(rel_error(got, r) < 0.5 * err for r in _roundings(exact)):
         raise Failed(f"on {case}: C's values{extra} are in their places, but rounded to bfloat16 on their way to the "
                       "store: every element is off by bfloat16's rounding (8 bits), coarser than C's float16 (11). "
                       "Store the float32 accumulator as it is: the output view converts it to C's type, once")
@@ -353,7 +350,7 @@ def _scaled(case: str, got, exact, extra: str = "") -> None:
     of it, and much nearer it than to ``exact``)."""
     err, floor = _precision(got, exact)
     factor = float((got * exact).sum() / (exact * exact).sum())
-    explained = _rel(got, factor * exact) < max(0.25 * err, 2 * floor)  # the factor accounts for the error
+    explained = rel_error(got, factor * exact) < max(0.25 * err, 2 * floor)  # the factor accounts for the error
     if abs(factor - 1) > 2 * floor and close(got, factor * exact) and explained:
         raise Failed(f"on {case}: C's values{extra} are in their places, but all scaled by the same factor, about "
                       f"{factor:.4g}: C is A @ W.T, stored as the accumulator comes out of the K loop, with nothing "
@@ -388,7 +385,7 @@ def _diagnose_value_error(case: str, kernel, c, A, Wd, block_k: int, extra: str 
     _scaled(case, got, exact, extra)
     err, floor = _precision(got, exact)
     offset = float((got - exact).mean())
-    explained = _rel(got, exact + offset) < max(0.25 * err, 2 * floor)
+    explained = rel_error(got, exact + offset) < max(0.25 * err, 2 * floor)
     if abs(offset) > 2 * floor * exact.abs().mean() and close(got, exact + offset) and explained:
         raise Failed(f"on {case}: C's values{extra} are in their places, but all shifted by the same amount, about "
                       f"{offset:.3g}: C is A @ W.T, stored as the accumulator comes out of the K loop, with nothing "
