@@ -10,6 +10,8 @@ roofline, and the numerics of low-precision GEMMs.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from course import runtime
@@ -102,8 +104,8 @@ POINT_RECORDS = ("vector_add", "fusion_bias_gelu", "naive_matmul", "grouped_matm
 
 
 def course_points() -> list:
-    """One roofline point per kernel the course built, from the records (the largest problem of each),
-    with each kernel's compulsory bytes (inputs read once, output written once)."""
+    """One roofline point per kernel the course built, from the records (the largest problem of each,
+    and a decode shape of ``course.gemm``), with each kernel's compulsory bytes (inputs read once, output written once)."""
     from course import records
     from course.plots import Point
 
@@ -130,10 +132,10 @@ def course_points() -> list:
         r = next(r for r in gemm_rows if r["dtype"] == "bf16" and r["name"] == name)
         points.append(_gemm_point(f"09-10 course.gemm, {r['M']}x{r['N']}x{r['K']}", r["M"], r["N"], r["K"],
                                   r["auto_ms"]))
-    r = next(r for r in loaded["flash_attention"].rows if r["head_dim"] == 128 and not r["causal"]
-             and r["seq"] == 4096)
+    r = max((r for r in loaded["flash_attention"].rows if r["head_dim"] == 128 and not r["causal"]),
+            key=lambda r: r["seq"])
     io = 4 * r["batch"] * r["heads"] * r["seq"] * r["head_dim"] * 2
-    points.append(Point("11 flash attention, seq 4096", r["tflops"] * r["ms"] * 1e9, io, r["ms"]))
+    points.append(Point(f"11 flash attention, seq {r['seq']}", r["tflops"] * r["ms"] * 1e9, io, r["ms"]))
     r = next(r for r in loaded["fused_mlp"].rows if r["kind"] == "SwiGLU" and r["M"] == 4096)
     flops = 2 * r["M"] * r["d"] * r["hidden"] * 3
     weights = 2 * 3 * r["d"] * r["hidden"]
@@ -154,7 +156,7 @@ def points_record():
     return records.Record(rows=[], meta={"gpu": " / ".join(gpus), "date": date})
 
 
-def course_roofline(machine, points=None, *, zoom=((1600, 6500), (450, 800)), title: str = ""):
+def course_roofline(machine, points=None, *, zoom=((1600, 10000), (450, 800)), title: str = ""):
     """:func:`course.plots.roofline` of :func:`course_points` under a banner with the records' range
     of dates, and under it a second panel that spreads out the compute-bound GEMMs (``zoom``: their
     ranges of intensity, log, and of TFLOP/s, linear), which the log-log plot stacks on one another."""
@@ -167,6 +169,7 @@ def course_roofline(machine, points=None, *, zoom=((1600, 6500), (450, 800)), ti
     plots.roofline(machine, points, dtype="bf16", record=points_record(), title=title, ax=ax)
     (x0, x1), (y0, y1) = zoom
     shown = [p for p in points if x0 <= p.intensity <= x1 and y0 <= p.tflops <= y1]
+    tags = {}  # one label per cluster of points that sit on one another: "06, 07"
     for line in ax.lines:  # the roofline's markers, the same styles
         label = line.get_label()
         point = next((p for p in shown if label.startswith(p.label + ":")), None)
@@ -175,12 +178,21 @@ def course_roofline(machine, points=None, *, zoom=((1600, 6500), (450, 800)), ti
                       ms=9, mew=2)
             words = point.label.split(",")[0].split()  # "07", or "11 flash" where "11" is not unique
             tag = " ".join(words[:2]) if sum(p.label.startswith(words[0] + " ") for p in shown) > 1 else words[0]
-            near.annotate(tag, (point.intensity, point.tflops), xytext=(0, 9), textcoords="offset points",
-                          ha="center", fontsize=9)
+            spot = next((xy for xy in tags if abs(xy[0] / point.intensity - 1) < 0.03
+                         and abs(xy[1] - point.tflops) < 0.03 * (y1 - y0)), (point.intensity, point.tflops))
+            tags[spot] = tags.get(spot, []) + [(tag, point.tflops)]
+    placed = []  # labels above their points; one that would touch its left neighbour's goes below instead
+    for (x, _), cluster in sorted(tags.items()):
+        y = max(y for _, y in cluster)
+        below = any(math.log10(x / px) < 0.15 and abs(y - py) < 0.1 * (y1 - y0) for px, py in placed)
+        near.annotate(", ".join(sorted(t for t, _ in cluster)), (x, min(y for _, y in cluster) if below else y),
+                      xytext=(0, -11 if below else 9), textcoords="offset points", ha="center",
+                      va="top" if below else "baseline", fontsize=9)
+        placed.append((x, y))
     near.set_xscale("log")
     near.set_xlim(x0, x1)
     near.set_ylim(y0, y1)
-    ticks = [t for t in (1600, 2000, 3000, 4000, 5000, 6000) if x0 <= t <= x1]
+    ticks = [t for t in (1600, 2000, 3000, 4000, 6000, 8000, 10000) if x0 <= t <= x1]
     near.set_xticks(ticks, [f"{t:,}" for t in ticks])
     near.minorticks_off()
     near.set_xlabel("arithmetic intensity (FLOP / byte), log")

@@ -36,6 +36,7 @@ import triton
 from course import runtime  # noqa: F401  (decides GPU or interpreter first)
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
+_LOCATION = re.compile(r" loc\((?:[^()]|\([^()]*\))*\)")  # an MLIR operation's source location
 H100 = 90  # compute capability 9.0: Hopper (H100, H200)
 
 _TORCH_TO_TRITON = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -70,7 +71,8 @@ class Build:
     def show(self, stage: str, pattern: str | None = None, *, context: int = 2, most: int = 40,
              width: int = 150) -> None:
         """Print ``stage``: its first ``most`` lines, or the lines matching ``pattern`` with
-        ``context`` lines around each (at most ``most`` lines in all, each cut at ``width``)."""
+        ``context`` lines around each (at most ``most`` lines in all, each cut at ``width``), without
+        the MLIR stages' source locations (`` loc(#loc12)``)."""
         lines = self.text(stage).splitlines()
         if pattern is None:
             keep = list(range(min(most, len(lines))))
@@ -88,7 +90,7 @@ class Build:
                 break
             if previous is not None and i != previous + 1:
                 print("  …")
-            line = lines[i]
+            line = _LOCATION.sub("", lines[i])  # source locations: noise here, and they move between versions
             print(line if len(line) <= width else line[:width - 2] + " …")
             shown, previous = shown + 1, i
 

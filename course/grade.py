@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from course import runtime
+
 MARKS = {"passed": "✓", "failed": "✗", "not attempted": "✎"}
 # The last cell run in the learner's kernel: the verdicts the checks kept, as one JSON line.
 _REPORT = ("import json as _json\nfrom course.exercises import core as _core\n"
@@ -141,6 +143,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
+    problem = runtime.interpreter_numpy_problem()
+    if problem:  # every kernel check would fail with the interpreter's TypeError: say why instead
+        print(f"course.grade runs the checks under Triton's interpreter, and {problem}", file=sys.stderr)
+        return 2
     saved = {name: os.environ.get(name) for name in ("COURSE_DEVICE", "TRITON_INTERPRET")}
     os.environ["COURSE_DEVICE"] = "cpu"  # the kernels started below inherit it; put back after
     os.environ.pop("TRITON_INTERPRET", None)

@@ -16,8 +16,9 @@ The arguments of each call must match the first call's specialization: the same 
 16-byte alignment of every pointer, the same integers equal to 1 and divisible by 16, and tensor
 descriptors of the same shape, strides and block. Under the interpreter, with a launch hook
 installed (a profiler) or on a Triton whose launchers look different, every call goes through
-``kernel[grid]``. The direct path reads the internals of Triton 3.6's CUDA launcher
-(``triton/backends/nvidia/driver.py``); ``tests/test_launcher.py`` checks it against them.
+``kernel[grid]``. The direct path reads the internals of Triton's CUDA launcher
+(``triton/backends/nvidia/driver.py``), which changed in Triton 3.8: :data:`LAUNCHER_ABI` is the one
+place that tells the two apart, and ``tests/test_launcher.py`` checks the path on the Triton in use.
 """
 
 import torch
@@ -26,10 +27,28 @@ from triton.runtime import driver
 
 from course import runtime
 
-try:  # how Triton 3.6 turns a host tensor descriptor into the launcher's arguments
-    from triton.backends.nvidia.driver import _BASE_ARGS_FORMAT_LEN, make_tensordesc_arg
-except ImportError:  # pragma: no cover - another Triton, or no CUDA backend
-    make_tensordesc_arg = None
+try:
+    from triton.backends.nvidia import driver as _cuda_driver
+except ImportError:  # pragma: no cover - no CUDA backend
+    _cuda_driver = None
+
+
+def _launcher_abi(module) -> str | None:
+    """Which of the two CUDA launchers this Triton has (the one place this module tells them apart):
+    - "3.6": a C function compiled per kernel, its arguments spread out after the scratch pointers, the
+      packed metadata, the launch metadata and the hooks; ``make_tensordesc_arg(desc, metadata)``.
+    - "3.8" (Triton 3.8 and 3.9): one C function for every kernel; after the packed metadata, the launch
+      metadata, the hooks, the scratch pointers and the arguments' annotations and signature, the
+      kernel's arguments in one tuple; ``make_tensordesc_arg(desc, metadata, launch_args)``.
+    None for any other (every call then goes through ``kernel[grid]``)."""
+    if module is None or not hasattr(module, "make_tensordesc_arg"):
+        return None
+    if hasattr(module, "annotate_arguments") and hasattr(module, "make_kernel_signature"):
+        return "3.8"
+    return "3.6" if getattr(module, "_BASE_ARGS_FORMAT", None) == "iiiKKppOOOOOO" else None
+
+
+LAUNCHER_ABI = _launcher_abi(_cuda_driver)
 
 _MAPS_PER_DESCRIPTOR = 16  # encoded TMA descriptors kept per descriptor argument, one per base address
 
@@ -75,7 +94,7 @@ class BoundLaunch:
         device = self._current_device()
         if device != self.device or _hooks_installed():
             return False
-        final = [*self.grid, self._current_stream(device), compiled.function, *self._fixed]
+        final = []
         start = 0
         for position, metadata, maps, template in self._descriptors:
             if position > start:
@@ -90,14 +109,19 @@ class BoundLaunch:
                 ptr = base.data_ptr()
             encoded = maps.get(ptr)
             if encoded is None:
-                encoded = make_tensordesc_arg(rebased(template, base if base is not None else _Address(ptr)), metadata)
+                encoded = _encode(rebased(template, base if base is not None else _Address(ptr)), metadata)
                 if len(maps) >= _MAPS_PER_DESCRIPTOR:
                     maps.clear()
                 maps[ptr] = encoded
             final += encoded
             start = position + 1
         final += args[start:]
-        self._raw(*final, *self._constexprs)
+        if LAUNCHER_ABI == "3.6":
+            self._raw(*self.grid, self._current_stream(device), compiled.function, *self._fixed, *final,
+                      *self._constexprs)
+        else:
+            self._raw(*self.grid, self._current_stream(device), compiled.function, *self._fixed,
+                      (*final, *self._constexprs))
         return True
 
     def _first(self, args):
@@ -138,24 +162,26 @@ class _Address:
 
 
 def _raw_launcher(compiled, args) -> tuple:
-    """``(raw, fixed, descriptors)``: the C launch function under Triton 3.6's ``CudaLauncher`` of
-    ``compiled``, the arguments it takes between the function handle and the kernel's own, and per tensor
+    """``(raw, fixed, descriptors)``: the C launch function under the ``CudaLauncher`` of ``compiled``,
+    the arguments it takes between the function handle and the kernel's own, and per tensor
     descriptor argument its position, its TMA metadata, an empty cache of encodings and the first
-    call's descriptor without its tensor (a template for the others). ``raw`` is
-    None where the launcher is not as expected, or needs scratch memory per launch."""
+    call's descriptor without its tensor (a template for the others). ``raw`` is None where the
+    launcher is not as expected, or needs scratch memory (or a sanitizer's state) per launch."""
     launcher = compiled.run
     none = (None, (), ())
     needed = ("launch", "launch_cooperative_grid", "launch_pdl", "global_scratch_size", "profile_scratch_size")
-    if make_tensordesc_arg is None or not all(hasattr(launcher, name) for name in needed):
+    needed += ("arg_annotations", "kernel_signature") if LAUNCHER_ABI == "3.8" else ()
+    if LAUNCHER_ABI is None or not all(hasattr(launcher, name) for name in needed):
         return none
-    if launcher.global_scratch_size or launcher.profile_scratch_size:
+    if launcher.global_scratch_size or launcher.profile_scratch_size or getattr(launcher, "gsan_enabled", False):
         return none
-    # after the grid, stream and function: cooperative launch, PDL, the two scratch pointers (none),
-    # the packed metadata, the launch metadata and the two hooks (none: _hooks_installed is checked per call)
-    fixed = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None, compiled.packed_metadata, None, None,
-             None)
-    if len(fixed) != _BASE_ARGS_FORMAT_LEN - 5:
-        return none
+    # after the grid, stream and function: cooperative launch, PDL, then (none: _hooks_installed is checked per
+    # call) the scratch pointers, the launch metadata and the two hooks, in the order of this Triton's launcher
+    coop, pdl, packed = launcher.launch_cooperative_grid, launcher.launch_pdl, compiled.packed_metadata
+    if LAUNCHER_ABI == "3.6":
+        fixed = (coop, pdl, None, None, packed, None, None, None)
+    else:
+        fixed = (coop, pdl, packed, None, None, None, None, None, launcher.arg_annotations, launcher.kernel_signature)
     launch = launcher.launch
     descriptors = ()
     cells = dict(zip(getattr(getattr(launch, "__code__", None), "co_freevars", ()), launch.__closure__ or ())) \
@@ -163,18 +189,28 @@ def _raw_launcher(compiled, args) -> tuple:
     if cells:  # wrapped by wrap_handle_tensordesc: the kernel takes tensor descriptors
         try:
             launch = cells["launcher"].cell_contents
-            positions = sorted(cells["tensordesc_indices"].cell_contents)
             metadata = cells["tensordesc_meta"].cell_contents
+            if LAUNCHER_ABI == "3.6":
+                positions = sorted(cells["tensordesc_indices"].cell_contents)
+            else:  # {position: {}} where descriptors are plain arguments, deeper where inside a tuple
+                paths = cells["relevant_paths"].cell_contents
+                positions = None if any(paths.values()) else sorted(paths)
         except KeyError:
             return none
-        if len(metadata) != len(positions) or any(m is None for m in metadata):
-            return none  # descriptors passed as pointer, shape and strides: not cached
+        if positions is None or len(metadata) != len(positions) or any(m is None for m in metadata):
+            return none  # nested, or descriptors passed as pointer, shape and strides: not cached
         descriptors = tuple((p, m, {}, rebased(args[p], None)) for p, m in zip(positions, metadata))
     return launch, fixed, descriptors
 
 
+def _encode(desc, metadata) -> list:
+    """The launcher's arguments for the host tensor descriptor ``desc`` (its TMA descriptor, shape, strides)."""
+    encode = _cuda_driver.make_tensordesc_arg
+    return encode(desc, metadata) if LAUNCHER_ABI == "3.6" else encode(desc, metadata, ())
+
+
 def _hooks_installed() -> bool:
-    """Whether a launch hook (a profiler's) is installed: Triton 3.6 keeps them in chains, empty by default."""
+    """Whether a launch hook (a profiler's) is installed: Triton keeps them in chains, empty by default."""
     hooks = triton.knobs.runtime
     enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
     return bool((enter is not None and getattr(enter, "calls", True)) or

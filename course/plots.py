@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import math
 
+import matplotlib.colors
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -28,7 +29,7 @@ _STYLES = [dict(color="tab:blue", marker="o", ls="-", lw=2.5, ms=10, mfc="none",
            dict(color="tab:green", marker="^", ls=":", lw=2, ms=6),
            dict(color="tab:red", marker="D", ls="-.", lw=1.5, ms=5),
            dict(color="tab:purple", marker="v", ls="-", lw=1.5, ms=6),
-           dict(color="tab:brown", marker="P", ls="--", lw=1.5, ms=6)]
+           dict(color="tab:brown", marker="P", ls="--", lw=1.5, ms=9, mfc="none", mew=1.5)]  # hollow: shows a point under it
 _RECORDED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#fff3c4", edgecolor="#c9a227")
 _MEASURED_BOX = dict(boxstyle="round,pad=0.3", facecolor="#e3f4e1", edgecolor="#5a9e53")
 
@@ -363,29 +364,36 @@ def launch_orders(orders: dict, *, wave: int | None = None, path: int | None = N
 def wave_fill(shapes: dict, *, sms: int, title: str = ""):
     """One bar per problem (``shapes`` maps a label to :func:`course.tiled.waves` output): the waves
     of tiles over ``sms`` SMs, full waves solid, the last wave's busy part lighter and its idle part
-    hatched. The hatched area is GPU time spent waiting for the slowest wave."""
+    hatched; beside it, the last wave alone, SM by SM. The hatched area is GPU time spent waiting
+    for the slowest wave."""
     from matplotlib.patches import Patch
 
     if not shapes:
         raise ValueError("wave_fill(shapes): pass at least one {label: waves(...)} entry")
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.55 * len(shapes)), layout="constrained")
+    fig, (ax, last) = plt.subplots(1, 2, figsize=(10, 0.9 + 0.55 * len(shapes)), layout="constrained", sharey=True,
+                                   width_ratios=[3, 1])
     for row, (label, w) in enumerate(shapes.items()):
         full = w["waves"] - (w["idle in the last wave"] > 0)
         ax.barh(row, full, color="tab:blue", edgecolor="white")
+        busy = w["busy in the last wave"] if w["idle in the last wave"] else sms
         if w["idle in the last wave"]:
-            busy = w["busy in the last wave"] / sms
-            ax.barh(row, busy, left=full, color="tab:orange", edgecolor="white")
-            ax.barh(row, 1 - busy, left=full + busy, color="white", edgecolor="gray", hatch="///")
+            ax.barh(row, busy / sms, left=full, color="tab:orange", edgecolor="white")
+            ax.barh(row, 1 - busy / sms, left=full + busy / sms, color="white", edgecolor="gray", hatch="///")
         ax.text(w["waves"] + 0.1, row, f"{w['tiles']} tiles, {w['efficiency']:.0%} of the SM time busy",
                 va="center", fontsize=8)
+        last.barh(row, busy, color="tab:orange" if busy < sms else "tab:blue", edgecolor="white")
+        last.barh(row, sms - busy, left=busy, color="white", edgecolor="gray", hatch="///")
+        last.text(sms * 1.02, row, f"{busy}", va="center", fontsize=8)
     ax.set_yticks(range(len(shapes)), list(shapes))
     ax.invert_yaxis()
     ax.set_xlabel(f"waves of {sms} programs")
     ax.set_xlim(0, max(w["waves"] for w in shapes.values()) * 1.45 + 0.5)
-    ax.legend(handles=[Patch(color="tab:blue", label="full waves"), Patch(color="tab:orange", label="last wave, busy"),
-                       Patch(facecolor="white", edgecolor="gray", hatch="///", label="last wave, idle")],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title(title, fontsize=10)
+    last.set_xlim(0, sms * 1.15)
+    last.set_xlabel(f"the last wave: busy SMs of {sms}")
+    last.legend(handles=[Patch(color="tab:blue", label="full waves"), Patch(color="tab:orange", label="last wave, busy"),
+                         Patch(facecolor="white", edgecolor="gray", hatch="///", label="last wave, idle")],
+                loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -538,7 +546,7 @@ def streamk_map(log: dict, *, title: str = ""):
     colours = np.ones((tiles, iters, 4))
     done = (count > 0).numpy()
     colours[done] = cmap(owner.numpy()[done] % cmap.N)
-    fig, ax = plt.subplots(figsize=(min(2 + 0.35 * iters, 9), min(1 + 0.22 * tiles, 9)), layout="constrained")
+    fig, ax = plt.subplots(figsize=(min(max(6.0, 2 + 0.35 * iters), 9), min(1 + 0.22 * tiles, 9)), layout="constrained")
     ax.imshow(colours, interpolation="nearest", aspect="auto")
     for t, k in torch.nonzero(count > 1).tolist():
         ax.text(k, t, "x", ha="center", va="center", fontsize=8, fontweight="bold")
@@ -547,7 +555,10 @@ def streamk_map(log: dict, *, title: str = ""):
         ax.axhline(shared_from - 0.5, color="black", ls="--", lw=1)
     ax.set_xlabel("K-iteration of the tile")
     ax.set_ylabel("tile id (grouped order)")
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    if tiles <= 40:  # every tile id, so that the prose can point at one
+        ax.set_yticks(range(tiles), [str(t) for t in range(tiles)], fontsize=7)
+    else:
+        ax.yaxis.get_major_locator().set_params(integer=True)
     ax.xaxis.get_major_locator().set_params(integer=True)
     from matplotlib.patches import Patch
 
@@ -576,14 +587,21 @@ def timeline(spans: dict, *, title: str = ""):
         t = 0
         for tile, k_begin, k_end in pieces:
             width = k_end - k_begin
-            ax.barh(row, width, left=t, color=palette[rank[tile] % len(palette)], edgecolor="white")
-            ax.text(t + width / 2, row, f"{tile}" + ("" if width > 2 else ""), ha="center", va="center", fontsize=7)
+            colour = palette[rank[tile] % len(palette)]
+            ax.barh(row, width, left=t, color=colour, edgecolor="white")
+            ax.text(t + width / 2, row, str(tile), ha="center", va="center", fontsize=7, color=_ink_on(colour))
             t += width
     ax.set_yticks(range(len(spans)), [f"program {p}" for p in spans])
     ax.invert_yaxis()
     ax.set_xlabel("time, in K-iterations (each labelled with its tile id)")
     ax.set_title(title or "what each program runs, in order", fontsize=10)
     return fig
+
+
+def _ink_on(colour) -> str:
+    """Black or white, whichever reads better on ``colour`` (by its relative luminance)."""
+    r, g, b = matplotlib.colors.to_rgb(colour)
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
 
 
 def banks(tiles: dict, *, element_bytes: int, column: int, title: str = ""):

@@ -41,10 +41,10 @@ class Record:
     @property
     def banner(self) -> str:
         """"measured in this run on <GPU>, <date>" or "recorded on <GPU>, <date>: not measured
-        on this machine"."""
+        in this run"."""
         where = f"{self.meta.get('gpu', 'an unknown GPU')}, {self.meta.get('date', 'undated')}"
         return f"measured in this run on {where}" if self.measured_here else \
-            f"recorded on {where}: not measured on this machine"
+            f"recorded on {where}: not measured in this run"
 
 
 def environment() -> dict:

@@ -603,15 +603,8 @@ class ScheduleContext:
         complete accumulator with ``owner`` True (then store it). The sum is
         ``((acc + partial[first]) + ...) + partial[pid - 1]``, the same order on every run.
         Cost: each partial is a ``block_m x block_n`` float32 tile written once and read once
-        (through L2). The owner holds two tiles at once, which spills registers with 128 x 256
-        tiles on 8 warps (measured: a spill-free variant that sums row chunks was no faster).
-        Where the time goes (H100, bf16, 512 x 6144 x 4096, its 96 tiles of 128 x 256 shared by
-        132 programs, 0.68 x cuBLAS): with no fix-up at all (wrong sums) 0.89; publishing the
-        partials and waiting on the flags but not adding them, 0.84. The owner's read is the
-        expensive part, about 12 of 60 us: the partial comes back in a coalesced layout and is
-        converted through shared memory to the accumulator's (adding it half a tile at a time
-        removed a register spill but saved nothing). Even free, the fix-up would leave each piece
-        its pipeline fill and epilogue: on small problems give each program long pieces. Example::
+        (through L2), and the owner holds two tiles at once (what that costs on an H100:
+        ``notes/stages.md``, "The fix-up protocol"). Example::
 
             acc, owner = sched.streamk_fixup(acc, tile_id, k_begin, k_end, P, FLAGS)
             if owner:

@@ -205,6 +205,17 @@ def _shut_down_kernels(server):
         urllib.request.urlopen(request, timeout=10).close()
 
 
+def _wait_until_written(path, deadline: float) -> None:
+    """Until ``path`` is not empty and has not changed for a second (or the deadline)."""
+    last = None
+    while time.time() < deadline:
+        now = (path.stat().st_mtime_ns, path.stat().st_size)
+        if now == last and now[1] > 0:
+            return
+        last = now
+        time.sleep(1.0)
+
+
 def test_saving_an_opened_notebook_changes_nothing(server, browser):
     """JupyterLab rewrites a notebook's metadata for the kernel it starts (the Python version, the
     kernel's display name); course.lab's save hook keeps the committed ones, so that opening and saving
@@ -222,6 +233,7 @@ def test_saving_an_opened_notebook_changes_nothing(server, browser):
         while path.stat().st_mtime_ns == stat.st_mtime_ns and time.time() < deadline:
             time.sleep(0.5)
         assert path.stat().st_mtime_ns != stat.st_mtime_ns, "Ctrl+S did not save the notebook"
+        _wait_until_written(path, deadline=time.time() + 30)  # the server truncates, then writes
         assert path.read_bytes() == before, f"saving {path.name} unchanged in JupyterLab rewrote it"
     finally:
         path.write_bytes(before)

@@ -327,7 +327,9 @@ def test_check_compares_complex_outputs_in_both_parts(capsys):
         check.check("conjugated", z.conj().resolve_conj(), z.to(torch.complex128))
     with pytest.raises(AssertionError, match="exceeds the tolerance"):
         check.check("real part only", z.real.clone(), z.to(torch.complex128))
-    assert check.rel_error(z.conj(), z) > 1
+    # |conj(z) - z| = 2 |Im z|: the relative error sees the imaginary part
+    assert check.rel_error(z.conj(), z) == pytest.approx(2 * z.imag.double().norm().item() / z.abs().double().norm().item(),
+                                                         rel=1e-5)
 
 
 def test_check_accepts_matching_nan_and_inf_and_refuses_the_rest(capsys):

@@ -125,3 +125,16 @@ def test_gemm_plans_launch_through_the_raw_launcher():
             check(f"{shape}", gemm.matmul(a, b, mode="persistent"), a.double().cpu() @ b.double().cpu())
     bound = [plan.bound for plan in gemm._PLANS.values() if plan.bound is not None]
     assert bound and all(b._raw is not None for b in bound), "a plan launches through CompiledKernel.run"
+
+
+def test_the_launcher_abi_is_known_for_the_triton_in_use():
+    import types
+
+    from course import launcher
+
+    version = tuple(int(v) for v in triton.__version__.split(".")[:2])
+    if launcher._cuda_driver is not None and version in ((3, 6), (3, 8), (3, 9)):
+        assert launcher.LAUNCHER_ABI == ("3.8" if version >= (3, 8) else "3.6"), \
+            "Triton's CUDA launcher changed: course.launcher would take the slow path on every call"
+    stranger = types.SimpleNamespace(make_tensordesc_arg=None, _BASE_ARGS_FORMAT="iiiKK")
+    assert launcher._launcher_abi(stranger) is None and launcher._launcher_abi(None) is None

@@ -37,9 +37,17 @@ def test_requirements_and_environment_yml_pin_the_same_packages():
 
 def test_pins_satisfy_the_course_constraints():
     pins = _pins((ROOT / "requirements.txt").read_text().splitlines())
-    assert pins["triton"] == "3.6.0", "the GPU image has Triton 3.6"
-    major, minor, *_ = (int(x) for x in pins["numpy"].split("."))
+    assert pins["triton"] == "3.9.0", "the default set is today's Triton"
+    gpu_image = _pins((ROOT / "requirements-triton3.6.txt").read_text().splitlines())
+    assert gpu_image["triton"] == "3.6.0", "the GPU image has Triton 3.6"
+    major, minor, *_ = (int(x) for x in gpu_image["numpy"].split("."))
     assert (major, minor) < (2, 4), "Triton 3.6's interpreter breaks runtime-bounded loops under numpy >= 2.4"
+
+
+def test_the_triton_3_6_set_differs_from_the_default_only_in_triton_and_numpy():
+    default = _pins((ROOT / "requirements.txt").read_text().splitlines())
+    gpu_image = _pins((ROOT / "requirements-triton3.6.txt").read_text().splitlines())
+    assert {k for k in default.keys() | gpu_image.keys() if default.get(k) != gpu_image.get(k)} == {"triton", "numpy"}
 
 
 def test_pyproject_names_every_runtime_dependency():

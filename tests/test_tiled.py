@@ -196,5 +196,6 @@ def test_wave_fill_draws_a_bar_per_shape():
     fig = plots.wave_fill({"3072": tiled.waves(3072, 3072, 128, 128, 132),
                            "full": tiled.waves(1536, 1408, 128, 128, 132)}, sms=132)
     assert len(fig.axes[0].patches) == 3 + 1  # full, busy and idle parts; one full bar
+    assert len(fig.axes[1].patches) == 2 * 2  # the last wave alone: busy and idle SMs of each
     with pytest.raises(ValueError, match="at least one"):
         plots.wave_fill({}, sms=132)

@@ -145,13 +145,25 @@ def time_limit(seconds: int):
         yield
         return
 
+    fired = []
+
     def give_up(signum, frame):
+        fired.append(True)
         raise TimedOut(seconds)  # not an Exception: the interpreter and the checks must not catch it
 
     previous = signal.signal(signal.SIGALRM, give_up)
     signal.alarm(seconds)
     try:
         yield
+    except BaseException as error:
+        # raised where the interpreter happened to be, TimedOut can come out as another error (a
+        # cleanup that fails half-way, a check that reports the kernel's exception): the alarm decides
+        if fired and not isinstance(error, TimedOut):
+            raise TimedOut(seconds) from error
+        raise
+    else:
+        if fired:  # swallowed on the way out
+            raise TimedOut(seconds)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -414,10 +426,11 @@ _NO_POWER = "Triton tiles have no ** operator: write x * x * x"
 
 # Errors whose own message does not say what to change: (text in the message, hint).
 ERROR_HINTS = [
-    ("only length-1 arrays can be converted", _MATH_ON_A_BLOCK),  # the interpreter's words
+    ("only length-1 arrays can be converted", _MATH_ON_A_BLOCK),  # the interpreter's words (numpy < 2.4)
+    ("only 0-dimensional arrays can be converted", _MATH_ON_A_BLOCK),  # the same, numpy >= 2.4
     ("must be real number, not tensor", _MATH_ON_A_BLOCK),  # the compiler's
-    ("unsupported operand type(s) for ** or pow()", _NO_POWER),  # the interpreter's words
-    ("has no attribute '__pow__'", _NO_POWER),  # the compiler's
+    ("unsupported operand type(s) for **", _NO_POWER),  # the interpreter's words, and Triton 3.9 compiler's
+    ("has no attribute '__pow__'", _NO_POWER),  # Triton 3.6 compiler's
     ("Expected dtype ['fp32', 'fp64'] but got fp16", "tl.exp and its kind take float32: keep the tile in float32 "
                                                      "(the store converts the result)"),
     ("object of type 'int' has no len()", "the launch grid is a tuple, even with one axis: kernel[(programs,)](...)"),
@@ -435,6 +448,8 @@ ERROR_HINTS = [
                                      "2-D mask, e.g. (rows[:, None] < M) & (cols[None, :] < N)"),
     ("is not iterable", "a function that should return two values returned one: return both, e.g. "
                         "return pid_m, pid_n (or start, end)"),
+    ("cannot unpack non-iterable value", "a function that should return two values returned one: return both, "
+                                         "e.g. return pid_m, pid_n (or start, end)"),  # Triton 3.9 compiler's
     ("cannot unpack non-iterable NoneType", "a function returned nothing: end it with return (two values here)"),
     ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
     ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
