@@ -422,6 +422,8 @@ _MATH_ON_A_BLOCK = ("a Python function (math.*) got a whole block of values: ins
 
 
 _NO_POWER = "Triton tiles have no ** operator: write x * x * x"
+_RETURN_BOTH = ("a function that should return two values returned one: return both, e.g. return pid_m, pid_n "
+                "(or start, end)")
 
 
 # Errors whose own message does not say what to change: (text in the message, hint).
@@ -446,10 +448,8 @@ ERROR_HINTS = [
                          "inputs alike, a float32 accumulator)"),
     ("Cannot make_shape_compatible", "two blocks of different shapes meet: a 2-D block needs 2-D offsets and a "
                                      "2-D mask, e.g. (rows[:, None] < M) & (cols[None, :] < N)"),
-    ("is not iterable", "a function that should return two values returned one: return both, e.g. "
-                        "return pid_m, pid_n (or start, end)"),
-    ("cannot unpack non-iterable value", "a function that should return two values returned one: return both, "
-                                         "e.g. return pid_m, pid_n (or start, end)"),  # Triton 3.9 compiler's
+    ("is not iterable", _RETURN_BOTH),
+    ("cannot unpack non-iterable value", _RETURN_BOTH),  # Triton 3.9 compiler's
     ("cannot unpack non-iterable NoneType", "a function returned nothing: end it with return (two values here)"),
     ("too many values to unpack", "a function returned more values than asked for: return exactly two"),
     ("unexpected type fp32", "a float where an integer is needed: tile and program indices use integer "
