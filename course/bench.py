@@ -538,7 +538,7 @@ HOST_SHAPES = [("decode 8B qkv", 1, 6144, 4096), ("decode 8B o", 16, 4096, 4096)
 
 
 def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[dict]:
-    """Per shape, host microseconds per call (``course.timing.host_us``, median of 7 turns) of
+    """Per shape, host microseconds per call (``course.timing.host_us``, median of 15 turns) of
     ``course.gemm.matmul``, ``torch.matmul`` and a bare launch of a plain Triton kernel
     (``course.tiled``'s, one launch, no checks), and the back-to-back time per call of ``calls``
     calls in a row, synchronized at the end (wall time: the slower of host and GPU), for ours and
@@ -561,8 +561,8 @@ def host_rows(shapes, dtype, *, calls: int = 100, device: str = "cuda") -> list[
         fns = {"ours": lambda: gemm.matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out),
                "bare_triton": lambda: tiled.launch(tiled.matmul_kernel, a, b, out)}
         row = dict(name=name, M=M, N=N, K=K)
-        # in turns, median of 7: one batch of calls can catch a garbage collection or a busy core
-        host = timing.in_turns(fns, rounds=7, measure=lambda fn: timing.host_us(fn, calls))
+        # in turns, median of 15: one batch of calls can catch a garbage collection or a busy core
+        host = timing.in_turns(fns, rounds=15, measure=lambda fn: timing.host_us(fn, calls))
         for key, us in host.items():
             row[f"{key}_host_us"] = us
         wall = timing.in_turns({key: fns[key] for key in ("ours", "torch")}, rounds=7, measure=back_to_back_us)
@@ -600,7 +600,11 @@ def run_host(args):
 
     rows = host_rows(HOST_SHAPES, torch.bfloat16)
     if not args.no_save:
-        print(f"saved {records.save(f'host_{hardware.machine().slug}', rows, dict(kind='host', calls=100))}")
+        import triton  # host time depends on Triton's launcher: one record per minor version
+
+        version = ".".join(triton.__version__.split(".")[:2])
+        name = f"host_{hardware.machine().slug}_triton{version}"
+        print(f"saved {records.save(name, rows, dict(kind='host', calls=100))}")
     print_host_table(rows)
     return rows
 

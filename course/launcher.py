@@ -50,6 +50,7 @@ def _launcher_abi(module) -> str | None:
 
 LAUNCHER_ABI = _launcher_abi(_cuda_driver)
 
+_RUNTIME_KNOBS = triton.knobs.runtime  # where Triton keeps the launch hooks (read on every launch)
 _MAPS_PER_DESCRIPTOR = 16  # encoded TMA descriptors kept per descriptor argument, one per base address
 
 
@@ -68,6 +69,7 @@ class BoundLaunch:
         self.device = None  # the device it was compiled for (the current one at the first call)
         self._constexprs = ()  # the values the launcher expects after the runtime arguments
         self._raw = None  # the launcher's C function, where this Triton's launcher is as expected
+        self._function = None  # the compiled kernel's CUDA function handle
         self._descriptors = ()  # (position, metadata, {base address: encoded arguments}) per descriptor
 
     def __call__(self, *args):
@@ -88,12 +90,20 @@ class BoundLaunch:
         arguments may be given as addresses (``t.data_ptr()``): the launcher then skips its own
         ``data_ptr()`` call and driver query for each. So may tensor descriptors, by the address of
         the tensor they describe, laid out as the first call's (see ``takes_tensors``)."""
-        compiled = self.compiled
-        if compiled is None or self._raw is None:
+        raw = self._raw  # set at the first call where this Triton's launcher is as expected
+        if raw is None or self._current_device() != self.device or _hooks_installed():
             return False
-        device = self._current_device()
-        if device != self.device or _hooks_installed():
-            return False
+        if self._descriptors:
+            args = self._encoded(args)
+        if LAUNCHER_ABI == "3.6":
+            raw(*self.grid, self._current_stream(self.device), self._function, *self._fixed, *args, *self._constexprs)
+        else:
+            raw(*self.grid, self._current_stream(self.device), self._function, *self._fixed, (*args, *self._constexprs))
+        return True
+
+    def _encoded(self, args) -> list:
+        """``args`` with each tensor descriptor (or the tensor, or the address, it describes) replaced by
+        the launcher's arguments for it, encoded once per base address."""
         final = []
         start = 0
         for position, metadata, maps, template in self._descriptors:
@@ -116,13 +126,7 @@ class BoundLaunch:
             final += encoded
             start = position + 1
         final += args[start:]
-        if LAUNCHER_ABI == "3.6":
-            self._raw(*self.grid, self._current_stream(device), compiled.function, *self._fixed, *final,
-                      *self._constexprs)
-        else:
-            self._raw(*self.grid, self._current_stream(device), compiled.function, *self._fixed,
-                      (*final, *self._constexprs))
-        return True
+        return final
 
     def _first(self, args):
         compiled = self.kernel[self.grid](*args, **self.options)
@@ -139,8 +143,10 @@ class BoundLaunch:
         self._current_device = getattr(torch._C, "_cuda_getDevice", None) or driver.active.get_current_device
         self._current_stream = driver.active.get_current_stream
         self.device = self._current_device()
-        self._raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
+        self._function = compiled.function
         self.compiled = compiled
+        raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
+        self._raw = raw  # last: direct() launches once it is set
 
     @property
     def takes_tensors(self) -> bool:
@@ -211,8 +217,7 @@ def _encode(desc, metadata) -> list:
 
 def _hooks_installed() -> bool:
     """Whether a launch hook (a profiler's) is installed: Triton keeps them in chains, empty by default."""
-    hooks = triton.knobs.runtime
-    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
     return bool((enter is not None and getattr(enter, "calls", True)) or
                 (leave is not None and getattr(leave, "calls", True)))
 

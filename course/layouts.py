@@ -19,8 +19,11 @@ a CPU), and :func:`wavefronts` counts the bank conflicts of one warp's access.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
+import os
+import sys
 
 import torch
 
@@ -39,7 +42,19 @@ def _builder():
 
     context = ir.context()
     ir.load_dialects(context)
+    if type(ir.context).__module__ == "nanobind":
+        atexit.register(_quiet_nanobind_at_exit)
     return context, gluon_ir.GluonOpBuilder(context)
+
+
+def _quiet_nanobind_at_exit():
+    """Triton 3.8+ (bindings made with nanobind): ``to_linear_layout`` keeps four MLIR attributes for
+    the life of the process, which nanobind lists as "leaked" on stderr as the interpreter shuts down,
+    after every atexit handler; a Triton detail, not the learner's. Closes stderr for that last step."""
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 def linear(layout, shape) -> "gl.DistributedLinearLayout":
@@ -50,7 +65,7 @@ def linear(layout, shape) -> "gl.DistributedLinearLayout":
         [[0, 1], [0, 2], [0, 16]]
     """
     if gl is None:
-        raise RuntimeError("layouts needs Triton's Gluon (triton.experimental.gluon): install Triton 3.6")
+        raise RuntimeError("layouts needs Triton's Gluon (triton.experimental.gluon): install Triton 3.6 or later")
     name = type(layout).__name__
     if name not in _SUPPORTED:
         raise TypeError(f"linear(layout): a {name} is not a distributed layout this course converts; pass one of "
