@@ -10,7 +10,8 @@ Everything else lives in a module of its own:
 * ``course.plots``    -- roofline and throughput plots
 * ``course.records``  -- GPU measurements saved in the repository, for learners without a GPU
 * ``course.stages``   -- the device-side GEMM building blocks (a standalone, copyable file)
-* ``course.gemm``     -- ``matmul`` / ``matmul_int8`` launchers built on stages (persistent, Stream-K)
+* ``course.gemm``     -- ``matmul`` / ``matmul_int8`` built on stages (persistent, Stream-K, Gluon): a package,
+  its kernel, tile rules, operand layout, input checks, launcher and Gluon kernel one module each
 * ``course.bench``    -- ``python -m course.bench gemm|copy|plot``: the benchmark against cuBLAS
 * ``course.elementwise`` -- guarded buffers and size sweeps of notebooks 01-02
 * ``course.tiled``    -- the first tiled matmul, its launch orders and costs (notebooks 03-05)

@@ -60,7 +60,7 @@ MODES = ("persistent", "streamk", "tail", "gluon", "auto")
 _OUT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.bfloat16}  # int8: scaled into bf16
 
 
-# The broad set (``--set broad``): shapes nothing in course.gemm_config was tuned on. Other model
+# The broad set (``--set broad``): shapes nothing in course.gemm.config was tuned on. Other model
 # families' projections, (family, hidden size, [(projection, K, N)]), at decode batches and prefill
 # lengths; vocabulary projections; B stored row-major as well as K-major; weight gradients (A is the
 # transposed activations); seeded random sizes.
@@ -131,7 +131,8 @@ def _inputs(dtype, M, N, K, device="cuda", name=""):
 def _not_run(dtype, M, N, K):
     """Modes that would only repeat another here: "tail" without a split (it runs persistent), and
     "gluon" for int8, decode shapes (M <= 64) or where the GPU cannot run it (not sm_90)."""
-    from course import gemm, gemm_config
+    from course import gemm
+    from course.gemm import config as gemm_config
 
     skip = set() if gemm.tail_plan_for(M, N, gemm.heuristic_config(M, N, K, dtype)) else {"tail"}
     if dtype == torch.int8 or M <= 64 or not gemm_config.gluon_here():
@@ -531,7 +532,7 @@ def _benchmark_checks(rows):
     return checks
 
 
-# Host time (issue 20, item 3): small products, where Python and the launch, not the GPU, set the
+# Host time: small products, where Python and the launch, not the GPU, set the
 # pace of a model's forward pass. (name, M, N, K), bf16, B K-major as in the benchmark.
 HOST_SHAPES = [("decode 8B qkv", 1, 6144, 4096), ("decode 8B o", 16, 4096, 4096), ("decode 70B o", 64, 8192, 8192),
                ("prefill 8B o", 512, 4096, 4096), ("odd 1000x1000x1000", 1000, 1000, 1000)]
@@ -580,7 +581,7 @@ def _synchronize(device):
 
 def print_host_table(rows):
     """Host us per call (ours, torch, a bare Triton launch) and back-to-back us per call, with the
-    target of issue 20: ours no slower on the host than torch."""
+    target: ours no slower on the host than torch."""
     print(f"\n{'shape':20s} {'M':>5s} {'N':>6s} {'K':>6s}  host us: {'ours':>6s} {'torch':>6s} {'bare':>6s}"
           f"   back-to-back us: {'ours':>7s} {'torch':>7s} {'ratio':>6s}")
     for r in rows:

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from course import runtime
-from course.gemm_config import sm_count
+from course.gemm.config import sm_count
 from course.stages import chiplet_transform, chiplet_transform_chunked
 from course.tiled import grouped_tile, matmul_tile, prepare
 

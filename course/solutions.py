@@ -358,14 +358,14 @@ def flash_forward(Q, K, V, O, L, sm_scale, S_Q, S_K, stride_qs, stride_qd, strid
 # --- 12 · choose_mode -----------------------------------------------------------------------------------
 
 def choose_mode(M, N, K, tile):
-    from course import gluon_gemm
+    from course import gemm
 
     def last_wave(tiles):  # how full the last wave of 132 SMs is
         return ((tiles - 1) % 132 + 1) / 132
 
     triton_tiles = -(-M // tile[0]) * -(-N // tile[1])
-    (gluon_tile, swap), *_ = gluon_gemm.tile_choices(M, N, 132)
-    gluon_tiles = gluon_gemm.tiles(M, N, swap, gluon_tile)
+    (gluon_tile, swap), *_ = gemm.gluon.tile_choices(M, N, 132)
+    gluon_tiles = gemm.gluon.tiles(M, N, swap, gluon_tile)
     # few waves and a partly idle last one: the Gluon tiles fill it; with many waves the idle part is small,
     # and with full waves Triton's own pipeline is faster
     if triton_tiles <= 3 * 132 and last_wave(triton_tiles) < 0.75 and last_wave(gluon_tiles) >= 0.85:

@@ -1,4 +1,4 @@
-"""Compile course.gluon_gemm's kernel for Hopper (sm_90) down to a cubin, with or without a GPU.
+"""Compile course.gemm.gluon's kernel for Hopper (sm_90) down to a cubin, with or without a GPU.
 
 Gluon has no interpreter, so on a CPU this is the only way to see that the kernel still builds
 (Triton releases rename Gluon's functions; 3.9 did the TMA copies). ``tests/test_gemm.py`` runs it
@@ -19,7 +19,7 @@ from triton import compile as triton_compile  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402  (private: may move)
 
-from course import gluon_gemm  # noqa: E402
+from course.gemm import gluon as gluon_gemm  # noqa: E402
 
 gl = gluon_gemm.gl
 VARIANTS = [  # (name, tile, swap, b K-major, bias, dtype): both tiles, orientations and B layouts

@@ -27,7 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
-from course import gemm, gemm_config
+from course import gemm
+from course.gemm import config as gemm_config
 from course.check import check, poisoned
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick

@@ -17,7 +17,8 @@ import course  # noqa: F401  (decides GPU or interpreter before any kernel is de
 import pytest
 import torch
 
-from course import gemm, gemm_config
+from course import gemm
+from course.gemm import config as gemm_config
 from course.check import check, poisoned
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
-from course import gemm, gemm_config, gemm_inputs, gemm_layout, gluon_gemm
+from course import gemm
+from course.gemm import config as gemm_config, inputs as gemm_inputs, layout as gemm_layout, gluon as gluon_gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
 from course.runtime import DEVICE, INTERPRET, pick
@@ -788,7 +789,7 @@ torch.cuda.get_device_name = lambda *a: "none"
 os.environ["COURSE_DEVICE"] = "gpu"
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path.insert(0, sys.argv[1])
-from course import gemm_kernel
+from course.gemm import kernel as gemm_kernel
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -828,7 +829,7 @@ import os, sys
 os.environ["_COURSE_COMPILE_ONLY"] = "1"
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path.insert(0, sys.argv[1])
-from course import gemm_kernel
+from course.gemm import kernel as gemm_kernel
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource

@@ -1,12 +1,12 @@
-"""course.gemm_config: the choice of tiles and schedule, as pure functions of the shape and the SM count
+"""course.gemm.config: the choice of tiles and schedule, as pure functions of the shape and the SM count
 (no kernel runs: every test here asks about an H100 with 132 SMs on any machine)."""
 
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 import triton  # noqa: E402
-from course import gemm_config, gluon_gemm
-from course.gemm_config import Config
+from course.gemm import config as gemm_config, gluon as gluon_gemm
+from course.gemm.config import Config
 
 
 def test_tail_plan_cuts_whole_waves_and_one_short_one():

@@ -1,10 +1,10 @@
-"""course.gemm_layout: which operands TMA can read, which are copied into aligned rows, and which
+"""course.gemm.layout: which operands TMA can read, which are copied into aligned rows, and which
 strides need 64-bit offsets."""
 
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
-from course import gemm_layout
+from course.gemm import layout as gemm_layout
 from course.runtime import DEVICE
 
 

@@ -1,4 +1,4 @@
-"""Tests of course.launcher: a kernel bound once launches directly and stays right on new data."""
+"""Tests of course.gemm.launcher: a kernel bound once launches directly and stays right on new data."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ import triton.language as tl
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 from course.check import check, poisoned
-from course.launcher import BoundLaunch
+from course.gemm.launcher import BoundLaunch
 from course.runtime import DEVICE, INTERPRET, pick
 
 
@@ -106,7 +106,7 @@ def test_tensor_descriptors_are_encoded_once_per_address_and_stay_right():
         check(f"call {call + 1}", dst, 2 * src.double().cpu(), tol=0)
     assert bound.compiled is not None
     if torch.cuda.get_device_capability() >= (9, 0):  # TMA: the descriptors are encoded on the host
-        assert bound._raw is not None, "Triton's launcher is not as course.launcher expects: launches take the slow path"
+        assert bound._raw is not None, "Triton's launcher is not as course.gemm.launcher expects: launches take the slow path"
         assert [position for position, *_ in bound._descriptors] == [0, 1]
         assert bound.takes_tensors
 
@@ -130,11 +130,11 @@ def test_gemm_plans_launch_through_the_raw_launcher():
 def test_the_launcher_abi_is_known_for_the_triton_in_use():
     import types
 
-    from course import launcher
+    from course.gemm import launcher
 
     version = tuple(int(v) for v in triton.__version__.split(".")[:2])
     if launcher._cuda_driver is not None and version in ((3, 6), (3, 8), (3, 9)):
         assert launcher.LAUNCHER_ABI == ("3.8" if version >= (3, 8) else "3.6"), \
-            "Triton's CUDA launcher changed: course.launcher would take the slow path on every call"
+            "Triton's CUDA launcher changed: course.gemm.launcher would take the slow path on every call"
     stranger = types.SimpleNamespace(make_tensordesc_arg=None, _BASE_ARGS_FORMAT="iiiKK")
     assert launcher._launcher_abi(stranger) is None and launcher._launcher_abi(None) is None

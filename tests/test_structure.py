@@ -55,6 +55,18 @@ def test_no_import_circle():
         visit(name, [name])
 
 
+# The GEMM library (what course.gemm runs) and the platform it may use: no lesson module (tiled, streamk, ...),
+# so a kernel author can lift the library without the notebooks' helpers.
+GEMM_LIBRARY = {"stages"} | {name for name in MODULES if name == "gemm" or name.startswith("gemm.")}
+PLATFORM = {"runtime", "hardware", "timing"}
+
+
+@pytest.mark.parametrize("name", sorted(GEMM_LIBRARY))
+def test_the_gemm_library_imports_no_lesson_module(name):
+    lessons = set(_course_imports(name)) - GEMM_LIBRARY - PLATFORM
+    assert not lessons, f"course.{name} (GEMM library) imports lesson modules: {', '.join(sorted(lessons))}"
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_no_private_name_of_another_module(name):
     tree = ast.parse(_path(name).read_text())

@@ -643,7 +643,7 @@ class launches(contextlib.AbstractContextManager):
 
         for cls, original in zip(self._patched, self._originals):
             cls.run = patch(original)
-        # course.gemm relaunches a compiled kernel through its own launcher (course.launcher), past
+        # course.gemm relaunches a compiled kernel through its own launcher (course.gemm.launcher), past
         # JITFunction.run, unless a launch hook is installed (as a profiler's would be): install one
         import triton
 

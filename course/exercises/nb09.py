@@ -687,8 +687,8 @@ def _borrowed(kernel) -> str | None:
                     return "uses torch inside the kernel: a kernel computes with tl operations only"
                 if value is solutions or value is getattr(solutions, "streamk_kernel", None):
                     return "calls the reference solution: write the loop and the fix-up yourself"
-                if module in ("course.gemm", "course.gemm_kernel", "course.tiled", "course.persistent",
-                              "course.stages_kernels") and node.id not in _GIVEN:
+                if (module == "course.gemm" or module.startswith(("course.gemm.", "course.tiled", "course.persistent",
+                                                                    "course.stages_kernels"))) and node.id not in _GIVEN:
                     return (f"uses {node.id} from {module}, the course's own GEMM: write the Stream-K loop and "
                             "its fix-up with the stages the stub gives you")
     return None

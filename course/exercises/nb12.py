@@ -130,12 +130,12 @@ _NEAR_TILE = (128, 256)
 
 def _waves(M, N, tile=_NEAR_TILE, sms=132):
     """The wave arithmetic of the exercise's text: the Triton tiles, their waves and how full the last one
-    is, and the same for the Gluon kernel's best tile (``gluon_gemm.tile_choices``)."""
-    from course import gluon_gemm
+    is, and the same for the Gluon kernel's best tile (``gemm.gluon.tile_choices``)."""
+    from course import gemm
 
     tiles = -(-M // tile[0]) * -(-N // tile[1])
-    (gluon_tile, swap), *_ = gluon_gemm.tile_choices(M, N, sms)
-    gluon_tiles = gluon_gemm.tiles(M, N, swap, gluon_tile)
+    (gluon_tile, swap), *_ = gemm.gluon.tile_choices(M, N, sms)
+    gluon_tiles = gemm.gluon.tiles(M, N, swap, gluon_tile)
     return tiles, -(-tiles // sms), ((tiles - 1) % sms + 1) / sms, ((gluon_tiles - 1) % sms + 1) / sms
 
 
@@ -288,7 +288,7 @@ def _host_error(call: str, fn, err: Exception) -> Failed:
 _CALLED = {
     "gemm.choose_mode": "that is course.gemm's own choice: the exercise is to make it yourself, from the waves",
     "gemm.gluon_tiles_for": "that is course.gemm's own test of where the Gluon tiles win: count the Gluon kernel's "
-                            "tiles and waves yourself (gluon_gemm.tile_choices and gluon_gemm.tiles)",
+                            "tiles and waves yourself (gemm.gluon.tile_choices and gemm.gluon.tiles)",
     "the reference solution": "write your own rule (the solution is there for when you are stuck, not to be called)",
     "records.load": "a rule that reads the record it is scored against fits that record, not the waves: decide "
                     "from M, N, K and the tile",
@@ -302,7 +302,8 @@ def _watching_calls(yours):
     """The names (keys of ``_CALLED``) of the forbidden functions called inside the block, at any depth
     and under any alias (a profile hook sees code objects, not names), but ``yours`` itself (the
     reference, checked as it is, passes)."""
-    from course import gemm_config, records, solutions
+    from course import records, solutions
+    from course.gemm import config as gemm_config
 
     named = [(gemm_config.choose_mode, "gemm.choose_mode"), (gemm_config.gluon_tiles_for, "gemm.gluon_tiles_for"),
              (solutions.choose_mode, "the reference solution"), (records.load, "records.load"),
@@ -793,8 +794,7 @@ _PRODUCTS = {"matmul", "mm", "bmm", "addmm", "addmv", "mv", "linear", "einsum", 
              "baddbmm", "addbmm", "dot", "tensordot", "inner", "outer", "chain_matmul"}
 _COPIES = {"contiguous", "clone", "copy_", "to", "float", "half", "bfloat16", "double", "type", "reshape",
            "flatten", "cpu", "cuda"}
-_INTERNAL = ("gemm", "gemm_config", "gemm_inputs", "gemm_layout", "gemm_kernel", "launcher", "gluon_gemm", "stages",
-             "runtime", "check", "records")
+_INTERNAL = ("gemm", "stages.py", "runtime.py", "check.py", "records.py")  # course.gemm: the whole package
 
 
 def _torch_name(name: str) -> str:
@@ -811,7 +811,7 @@ class _TorchSpy(torch.overrides.TorchFunctionMode):
         import triton
 
         self._skip = (str(Path(torch.__file__).parent), str(Path(triton.__file__).parent),
-                      *(str(Path(__file__).parents[1] / f"{m}.py") for m in _INTERNAL),
+                      *(str(Path(__file__).parents[1] / m) for m in _INTERNAL),
                       str(Path(__file__).parent))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -236,7 +236,7 @@ KERNEL_WRONG = {  # label: (edits of solutions.streamk_kernel, words its message
                               "        if k_end < sched.iters_per_tile():")], "course's own fix-up"),
     "calls the course's GEMM kernel": ([("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    if pid < 0:\n"
                                          "        matmul_kernel(A, B, C)\n"),
-                                        _importing("from course.gemm_kernel import matmul_kernel")],
+                                        _importing("from course.gemm.kernel import matmul_kernel")],
                                        "the course's own GEMM"),
     "calls the solution": ([("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0)\n    if pid < 0:\n"
                              "        solutions.streamk_kernel(A, B, C)\n"),

@@ -16,7 +16,8 @@ _HEADER = textwrap.dedent("""\
     import torch
     import triton
     import triton.language as tl
-    from course import epilogues, gemm, gluon_gemm, mlp, records, solutions
+    from course import epilogues, gemm, mlp, records, solutions
+    from course.gemm import gluon as gluon_gemm
     from course.stages import GemmContext, ScheduleContext, make_bias_view, make_output_view, make_tensor_view
 """)
 
@@ -72,7 +73,7 @@ MODE_WRONG = {  # label: (a learner's choose_mode, or the source of one, words i
     """, "course.gemm's own choice"),
     "course.gemm's Gluon test": ("""
         def choose_mode(M, N, K, tile):
-            from course.gemm_config import gluon_tiles_for
+            from course.gemm.config import gluon_tiles_for
             if gluon_tiles_for(M, N, K, gemm.Config(*tile, 64), 132):
                 return "gluon"
             return "persistent"

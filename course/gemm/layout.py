@@ -2,7 +2,7 @@
 into aligned rows where they pay, and 64-bit offsets where 32 bits would wrap.
 
     >>> tma_layout(torch.empty(64, 64, dtype=torch.float16, device="meta"))  # row-major, aligned
-    False
+    'rows'
 """
 
 import torch
@@ -16,16 +16,18 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def tma_layout(t: torch.Tensor):
-    """``False`` (row-major), ``True`` (stored transposed) or None when TMA cannot read ``t``."""
+def tma_layout(t: torch.Tensor) -> str | None:
+    """How TMA reads the 2-D ``t``: ``"rows"`` (row-major: unit stride along a row), ``"columns"``
+    (stored transposed: unit stride down a column), or None where it cannot (an address or pitch
+    that is no multiple of 16 bytes, or rows narrower than 16 bytes)."""
     es = t.element_size()
     if t.data_ptr() % 16:
         return None
     (rows, cols), (s0, s1) = t.shape, t.stride()
     if s1 == 1 and (s0 * es) % 16 == 0 and cols * es >= 16:
-        return False
+        return "rows"
     if s0 == 1 and (s1 * es) % 16 == 0 and rows * es >= 16:
-        return True
+        return "columns"
     return None
 
 
@@ -55,7 +57,7 @@ def _rows_straddle_sectors(t: torch.Tensor) -> bool:
     layout = tma_layout(t)
     if layout is None or t.element_size() != 2:
         return False
-    pitch = (t.stride(1) if layout else t.stride(0)) * t.element_size()
+    pitch = (t.stride(1) if layout == "columns" else t.stride(0)) * t.element_size()
     return bool(pitch % 32 or t.data_ptr() % 32)
 
 

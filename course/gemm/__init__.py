@@ -11,16 +11,16 @@ Modes (``choose_mode`` picks one for ``"auto"``):
   are split along K among several programs, which add their partial sums.
 * ``"tail"``: two persistent launches: whole waves of big tiles, then the strip left over in
   tiles a quarter the size, so the last wave is short.
-* ``"gluon"``: Hopper only, the warp-specialized kernel of ``course.gluon_gemm``, whose tiles
+* ``"gluon"``: Hopper only, the warp-specialized kernel of ``course.gemm.gluon``, whose tiles
   (192 x 128, 128 x 144, 128 x 320) are no powers of two, for shapes that Triton's tiles fill badly.
 
 Where things live, in reading order:
 
-* ``course.gemm_kernel``: the device side, one kernel built from ``course.stages``;
-* ``course.gemm_config``: the choice of tiles and schedule, functions of the shape and the GPU;
-* ``course.gemm_layout``: how operands are read (TMA or pointers, aligned copies, 64-bit offsets);
-* ``course.gemm_inputs``: the checks that turn a bad argument into a clear error;
-* ``course.launcher``: a compiled kernel launched again without Triton's per-call work;
+* ``course.gemm.kernel``: the device side, one kernel built from ``course.stages``;
+* ``course.gemm.config``: the choice of tiles and schedule, functions of the shape and the GPU;
+* ``course.gemm.layout``: how operands are read (TMA or pointers, aligned copies, 64-bit offsets);
+* ``course.gemm.inputs``: the checks that turn a bad argument into a clear error;
+* ``course.gemm.launcher``: a compiled kernel launched again without Triton's per-call work;
 * this module: the launch (a plan cached per operand layout, Stream-K workspaces, the tail
   split's two launches, autotuning), the routes that replay a call whose checks and decisions
   hold (``_call_key``), and the public functions.
@@ -32,17 +32,18 @@ import functools
 import torch
 import triton
 
-from course import gluon_gemm, runtime
-from course.gemm_config import (FP8, OUT_DTYPES, Config, TailPlan, autotune_candidates, capability, choose_mode,
+from course import runtime
+from course.gemm import gluon as gluon_gemm
+from course.gemm.config import (FP8, OUT_DTYPES, Config, TailPlan, autotune_candidates, capability, choose_mode,
                                  gluon_here, gluon_tiles_for, heuristic_config, sm_count, streamk_programs_for,
                                  streamk_tiles_for, supported_dtypes, tail_plan_for, unaligned_decode_config)
-from course.gemm_inputs import (check_dtype, check_no_grad, check_no_overlap, check_out, check_pair, check_vector,
+from course.gemm.inputs import (check_dtype, check_no_grad, check_no_overlap, check_out, check_pair, check_vector,
                                 resolve_config, resolved, span)
-from course.gemm_kernel import matmul_kernel
-from course.gemm_layout import aligned_copies_for, aligned_copy, cdiv, host_descriptor, tma_layout, wide_strides
-from course.launcher import BoundLaunch, rebased
+from course.gemm.kernel import matmul_kernel
+from course.gemm.layout import aligned_copies_for, aligned_copy, cdiv, host_descriptor, tma_layout, wide_strides
+from course.gemm.launcher import BoundLaunch, rebased
 
-# The public API (the configuration helpers are re-exported from course.gemm_config and gemm_layout).
+# The public API (the configuration helpers are re-exported from course.gemm.config and gemm_layout).
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
            "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy",
            "unaligned_decode_config", "MODES", "supported_dtypes"]
@@ -167,8 +168,9 @@ def _make_plan(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_progra
     constexprs = dict(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_SIZE_M=config.group_size_m,
         NUM_SMS=num_sms, STREAMK_TILES=sk, STREAMK_PROGRAMS=sk_programs, EVEN_K=K % config.block_k == 0,
-        HAS_BIAS=has_bias, QUANTIZED=a.dtype == torch.int8, ALLOW_TF32=True, USE_TMA=use_tma, A_T=bool(a_t),
-        B_T=bool(b_t), TMA_STORE=tma_store, C_T=bool(c_t), C_HALVES=config.store_halves if not c_t else 1,
+        HAS_BIAS=has_bias, QUANTIZED=a.dtype == torch.int8, ALLOW_TF32=True, USE_TMA=use_tma, A_T=a_t == "columns",
+        B_T=b_t == "columns", TMA_STORE=tma_store, C_T=c_t == "columns",
+        C_HALVES=config.store_halves if c_t != "columns" else 1,
         FLATTEN=flatten, WIDE=wide, num_warps=config.num_warps)
     ints = (M, N, K, sam, sak, sbk, sbn, scm, scn, *(1 if v is None else v[0] or 1 for v in vectors))
     return _LaunchPlan(config, shrunk_key, None, (num_sms if sk else min(num_sms, tiles),), constexprs, ints)
@@ -203,7 +205,7 @@ def _run_plan(plan: _LaunchPlan, a, b, c, bias, a_scale, b_scale):
     """One launch of ``plan`` on these operands (laid out as the plan's) with the Stream-K workspace
     of this stream: directly where the bound kernel can (it encodes the descriptors of the tensors
     itself), else through Triton with the plan's descriptors rebased on them. The kernel is bound
-    once per plan (``course.launcher``)."""
+    once per plan (``course.gemm.launcher``)."""
     if plan.bound is None:
         _bind(plan, a, b, c)
     partials = flags = c
@@ -335,7 +337,7 @@ def _gluon_suits(a, b, c, tile, swap) -> bool:
     memory and measured slow (H100: 128 x 144 tiles at 0.55-0.68 x cuBLAS, 128 x 320 at 0.81-0.92)."""
     if gluon_gemm.unsupported(a, b, c, swap) is not None:
         return False
-    return swap or tma_layout(b) is not False or tile[1] * b.element_size() % 128 == 0
+    return swap or tma_layout(b) != "rows" or tile[1] * b.element_size() % 128 == 0
 
 
 def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scales) -> torch.Tensor:

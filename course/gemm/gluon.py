@@ -35,9 +35,9 @@ import functools
 
 import torch
 
-from course import hardware, runtime, tiled
-from course.gemm_layout import tma_layout
-from course.launcher import BoundLaunch, rebased
+from course import hardware, runtime
+from course.gemm.layout import tma_layout
+from course.gemm.launcher import BoundLaunch, rebased
 
 try:  # Gluon is experimental: absent from older Triton, and its API may move in newer ones
     from triton.experimental import gluon
@@ -299,9 +299,9 @@ def tile_choices(M: int, N: int, num_sms: int) -> list:
 def group_for(rows: int, cols: int, tile: tuple, num_programs: int) -> int:
     """The ``GROUP`` of the grouped tile order for an output of ``rows`` x ``cols`` (rows along the
     tile's rows) on ``num_programs`` persistent programs: the one whose waves of tiles touch the
-    fewest operand rows, :func:`course.tiled.wave_footprint`'s blocks of A and B weighted by the
-    tile's height and width and summed over the waves (what L2 must hold or fetch again while a
-    wave runs); ties go to 8.
+    fewest operand rows. Per wave, the distinct row blocks of A and column blocks of B it reads (as
+    notebook 04's ``tiled.wave_footprint`` counts them) are weighted by the tile's height and width
+    and summed over the waves: what L2 must hold or fetch again while a wave runs. Ties go to 8.
 
         >>> group_for(4096, 1600, (128, 144), 132), group_for(1000, 4544, (128, 144), 132)
         (1, 8)
@@ -314,9 +314,8 @@ def group_for(rows: int, cols: int, tile: tuple, num_programs: int) -> int:
         first = t // per_group * group
         height = (row_tiles - first).clamp(max=group)
         pid_m, pid_n = first + t % per_group % height, t % per_group // height
-        waves = (tiled.wave_footprint(pid_m[start:], pid_n[start:], num_programs)
-                 for start in range(0, len(t), num_programs))
-        return sum(w["A row blocks"] * tile[0] + w["B column blocks"] * tile[1] for w in waves)
+        waves = (slice(start, start + num_programs) for start in range(0, len(t), num_programs))
+        return sum(len(pid_m[w].unique()) * tile[0] + len(pid_n[w].unique()) * tile[1] for w in waves)
 
     return min((1, 2, 4, 8, 16, 32), key=lambda g: (touched(g), abs(g - 8)))
 
@@ -324,7 +323,7 @@ def group_for(rows: int, cols: int, tile: tuple, num_programs: int) -> int:
 def unsupported(a, b, c, swap: bool) -> str | None:
     """Why this kernel cannot compute ``c = a @ b`` here (None when it can)."""
     if gluon is None:
-        return "this Triton has no Gluon (triton.experimental.gluon); install Triton 3.6"
+        return "this Triton has no Gluon (triton.experimental.gluon); install Triton 3.6 or later"
     if runtime.INTERPRET or not torch.cuda.is_available():
         return "Gluon kernels need a GPU (Triton's interpreter cannot run them)"
     cap = hardware.device_capability(a.device.index)
@@ -332,12 +331,12 @@ def unsupported(a, b, c, swap: bool) -> str | None:
         return f"it needs an sm_90 GPU (Hopper: wgmma); this one is sm_{cap[0]}{cap[1]}"
     if a.dtype not in (torch.float16, torch.bfloat16) or c.dtype != a.dtype:
         return "it takes float16 or bfloat16 inputs with an output of the same dtype"
-    if tma_layout(a) is not False or tma_layout(c) is not False:
+    if tma_layout(a) != "rows" or tma_layout(c) != "rows":
         return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
-    b_kmajor = tma_layout(b)
-    if swap and b_kmajor is not True:
+    b_kmajor = tma_layout(b) == "columns"
+    if swap and not b_kmajor:
         return "with the tile rows along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
-    if b_kmajor is None:
+    if tma_layout(b) is None:
         return "b must be row-major or K-major with 16-byte aligned rows: pass b.contiguous()"
     return None
 
@@ -362,10 +361,10 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
 def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = None, tile: tuple = WIDE):
     """``launch(a, b, c, bias)``, which runs :func:`matmul_wide` for operands laid out as these (the
     same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
-    (``course.launcher``)."""
+    (``course.gemm.launcher``)."""
     M, K = a.shape
     N = b.shape[1]
-    y_kmajor = True if swap else tma_layout(b)  # swap: Y = A (M x K), a K-major operand
+    y_kmajor = swap or tma_layout(b) == "columns"  # swap: Y = A (M x K), a K-major operand
     R, Q = (N, M) if swap else (M, N)
     if group is None:
         group = group_for(R, Q, tile, num_sms)

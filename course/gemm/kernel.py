@@ -5,7 +5,7 @@
 which add their partial sums (Stream-K). A and B arrive either as pointers with strides (any layout,
 any GPU, the interpreter) or as tensor descriptors built on the host (Hopper's TMA);
 ``GemmContext.reduce_k_range`` runs the K loop of either kind of view. The host side (``course.gemm``)
-chooses the constants; ``course.gemm_config`` explains the choices.
+chooses the constants; ``course.gemm.config`` explains the choices.
 """
 
 import triton

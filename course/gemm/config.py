@@ -14,8 +14,9 @@ import functools
 
 import torch
 
-from course import gemm_layout, gluon_gemm, hardware, runtime
-from course.gemm_layout import cdiv, stored_transposed, tma_layout
+from course import hardware, runtime
+from course.gemm import layout as gemm_layout, gluon as gluon_gemm
+from course.gemm.layout import cdiv, stored_transposed, tma_layout
 
 
 _MAX_TILE_ELEMENTS = 2**20  # Triton's TRITON_MAX_TENSOR_NUMEL
@@ -291,7 +292,7 @@ def _waves(M, N, K, config, sms) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def gluon_tiles_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None) -> tuple:
-    """The Gluon kernel's ``(tile, swap)`` choices (``course.gluon_gemm``) that ``mode="auto"``
+    """The Gluon kernel's ``(tile, swap)`` choices (``course.gemm.gluon``) that ``mode="auto"``
     prefers to ``config``'s Triton schedule for an ``M x N x K`` product, fastest first; empty where
     Triton's tiles do as well. ``swap``: the tile's rows run along N (``C^T = B^T A^T``).
 

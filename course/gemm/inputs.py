@@ -12,8 +12,8 @@ import dataclasses
 import torch
 
 from course import runtime
-from course.gemm_config import FP8, Config, capability, heuristic_config, supported_dtypes
-from course.gemm_layout import INT32_LIMIT
+from course.gemm.config import FP8, Config, capability, heuristic_config, supported_dtypes
+from course.gemm.layout import INT32_LIMIT
 
 
 def _check_dense(name: str, t) -> None:
