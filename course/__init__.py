@@ -12,7 +12,7 @@ Everything else lives in a module of its own:
 * ``course.stages``   -- the device-side GEMM building blocks (a standalone, copyable file)
 * ``course.gemm``     -- ``matmul`` / ``matmul_int8`` built on stages (persistent, Stream-K, Gluon): a package,
   its kernel, tile rules, operand layout, input checks, launcher and Gluon kernel one module each
-* ``course.bench``    -- ``python -m course.bench gemm|copy|plot``: the benchmark against cuBLAS
+* ``course.bench``    -- ``python -m course.bench gemm|copy|host|plot``: the benchmark against cuBLAS (a package: shapes, gemm, host, copy, report)
 * ``course.elementwise`` -- guarded buffers and size sweeps of notebooks 01-02
 * ``course.tiled``    -- the first tiled matmul, its launch orders and costs (notebooks 03-05)
 * ``course.compile``  -- ``build(kernel, *args, **constexprs)``: a kernel's stages for an H100, on any machine

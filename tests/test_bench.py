@@ -23,14 +23,14 @@ def test_exact_reference_applies_scales_and_bias():
     extra = dict(a_scale=torch.rand(5), b_scale=torch.rand(3), bias=torch.randn(3))
     want = ((a.long() @ b.long()).double() * extra["a_scale"].double()[:, None]
             * extra["b_scale"].double()[None, :] + extra["bias"].double())
-    assert torch.equal(bench._exact(a, b, extra), want)
+    assert torch.equal(bench.gemm.exact(a, b, extra), want)
 
 
 def test_error_sees_unwritten_outputs():
     ref = torch.ones(4, 4, dtype=torch.float64)
     out = torch.empty(4, 4)
-    assert bench._error(lambda: out.fill_(1.0), out, ref) == 0.0
-    assert math.isnan(bench._error(lambda: out[:2].fill_(1.0), out, ref)), "NaN poison must survive"
+    assert bench.gemm.error(lambda: out.fill_(1.0), out, ref) == 0.0
+    assert math.isnan(bench.gemm.error(lambda: out[:2].fill_(1.0), out, ref)), "NaN poison must survive"
 
 
 def test_verdict_flags_a_wrong_kernel(capsys):
@@ -56,13 +56,13 @@ def test_recorded_results_carry_every_mode():
     assert len(names) == len(rows) >= 3 * len(bench.shape_set(quick=False))
     for r in rows:
         # every mode was timed, except "tail" without a tail split and "gluon" where it does not run
-        # (bench._not_run: error None)
+        # (bench.gemm.not_run: error None)
         timed = [m for m in bench.MODES if not (m in ("tail", "gluon") and r.get(f"{m}_error") is None)]
         if r["ref_ms"]:
             assert all(r[f"{m}_ratio"] > 0 for m in timed), r["name"]
         for m in timed:  # runs recorded since the benchmark checks results carry their errors
             if f"{m}_error" in r:
-                tol = check.tolerance(bench._OUT_DTYPE[r["dtype"]])
+                tol = check.tolerance(bench.shapes.OUT_DTYPE[r["dtype"]])
                 assert r[f"{m}_error"] <= tol, f"{r['dtype']} {r['name']} {m}: error {r[f'{m}_error']} > {tol}"
 
 
@@ -79,11 +79,11 @@ def test_broad_set_spans_what_nobody_tuned_for():
 
 
 def test_broad_inputs_take_the_layout_in_the_name():
-    a, b, _ = bench._inputs(torch.float32, 5, 6, 7, device="cpu", name="Qwen2.5-7B qkv M=5")
+    a, b, _ = bench.shapes.inputs(torch.float32, 5, 6, 7, device="cpu", name="Qwen2.5-7B qkv M=5")
     assert a.stride() == (7, 1) and b.stride() == (1, 7)  # B K-major, as nn.Linear keeps its weight
-    a, b, _ = bench._inputs(torch.float32, 5, 6, 7, device="cpu", name=f"x o M=5{bench.ROW_MAJOR_B}")
+    a, b, _ = bench.shapes.inputs(torch.float32, 5, 6, 7, device="cpu", name=f"x o M=5{bench.ROW_MAJOR_B}")
     assert b.stride() == (6, 1)
-    a, b, extra = bench._inputs(torch.int8, 5, 6, 7, device="cpu", name=f"{bench.WEIGHT_GRAD}x qkv tokens=7")
+    a, b, extra = bench.shapes.inputs(torch.int8, 5, 6, 7, device="cpu", name=f"{bench.WEIGHT_GRAD}x qkv tokens=7")
     assert a.shape == (5, 7) and a.stride() == (1, 5) and set(extra) == {"a_scale", "b_scale", "bias"}
 
 
