@@ -1,10 +1,14 @@
 """course.gemm.config: the choice of tiles and schedule, as pure functions of the shape and the SM count
 (no kernel runs: every test here asks about an H100 with 132 SMs on any machine)."""
 
+from pathlib import Path
+
+import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 import triton  # noqa: E402
+from course import records
 from course.gemm import config as gemm_config, gluon as gluon_gemm
 from course.gemm.config import Config
 
@@ -158,3 +162,40 @@ def test_gluon_tile_choice_takes_the_fewest_waves_of_work():
     for M, N in [(1536, 1536), (100, 7000), (1, 1)]:  # every tile and orientation, once
         assert sorted(gluon_gemm.tile_choices(M, N, 132)) == sorted(
             (tile, swap) for tile in gluon_gemm.TILES for swap in (False, True))
+
+
+def _tiles_section_headings():
+    notes = (Path(__file__).resolve().parents[1] / "notes" / "gemm-decisions.md").read_text()
+    section = notes.split("## Tiles:", 1)[1].split("\n## ", 1)[0]
+    return [line[4:].strip() for line in section.splitlines() if line.startswith("### ")]
+
+
+def test_every_tile_rule_has_its_heading_in_the_notes():
+    names = [rule.name for rule in gemm_config.TILE_RULES]
+    assert len(set(names)) == len(names), "two tile rules share a name"
+    assert _tiles_section_headings() == names, (
+        "notes/gemm-decisions.md, 'Tiles': one '### <rule name>' heading per TILE_RULES entry, in the same order")
+
+
+@pytest.mark.parametrize("record", ["gemm_h100-sxm", "gemm_broad_h100-sxm"])
+def test_the_recorded_shapes_ran_the_tiles_their_rule_gives_now(record, monkeypatch):
+    """Which rule each recorded benchmark shape takes on the H100 (printed with -s), and that the record
+    was measured with that rule's tiles: a rule changed since is a record to measure again."""
+    monkeypatch.setattr(gemm_config.runtime, "INTERPRET", False)
+    monkeypatch.setattr(gemm_config, "sm_count", lambda: 132)
+    gemm_config.heuristic_config.cache_clear()
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.int8}
+    taken, stale = {}, []
+    try:
+        for row in records.load(record).rows:
+            M, N, K, dtype = row["M"], row["N"], row["K"], dtypes[row["dtype"]]
+            rule = gemm_config.tile_rule(M, N, K, dtype, num_sms=132)
+            taken.setdefault(rule.name, []).append(f"{row['dtype']} {row['name']}")
+            cfg = gemm_config.heuristic_config(M, N, K, dtype)
+            now = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps} s{cfg.num_stages}"
+            if row.get("config") and row["config"] != now:
+                stale.append(f"{row['dtype']} {row['name']}: recorded {row['config']}, rule '{rule.name}' gives {now}")
+    finally:
+        gemm_config.heuristic_config.cache_clear()
+    print("\n".join(f"{name}: {len(shapes)} shapes" for name, shapes in taken.items()))
+    assert not stale, "records measured with other tiles:\n" + "\n".join(stale[:10])

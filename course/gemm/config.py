@@ -1,8 +1,9 @@
 """What ``course.gemm`` runs for a given product: the tile configuration and the schedule (mode).
 
-Functions of the shape, the dtype and the GPU's SM count: ``heuristic_config`` picks tiles,
-``choose_mode`` the schedule (persistent, Stream-K, a tail split, or the Gluon kernel), and the
-``*_for`` functions say how each schedule would cut the work. They launch nothing, so they can be
+Functions of the shape, the dtype and the GPU's SM count: ``heuristic_config`` picks tiles (the
+first of ``TILE_RULES`` that applies, one line each), ``choose_mode`` the schedule (persistent,
+Stream-K, a tail split, or the Gluon kernel), and the ``*_for`` functions say how each schedule
+would cut the work. They launch nothing, so they can be
 read and tested on any machine (pass ``num_sms`` to ask about another GPU):
 
     >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut
@@ -11,6 +12,7 @@ read and tested on any machine (pass ``num_sms`` to ask about another GPU):
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import torch
 
@@ -96,69 +98,116 @@ def _wave_efficiency(M, N, block_m, block_n, sms):
     return tiles / (cdiv(tiles, sms) * sms)
 
 
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """What the tile rules read of a product: its shape, its element size in bytes and the SM count."""
+
+    M: int
+    N: int
+    K: int
+    esize: int
+    sms: int
+
+    @property
+    def bk(self) -> int:  # the K step that makes a 128-byte row of A or B
+        return {1: 128, 2: 64, 4: 32}[self.esize]
+
+    @property
+    def wide_decode(self) -> bool:  # 128-wide tiles fill at least half of one wave
+        return cdiv(self.N, 128) >= 0.5 * self.sms
+
+    def fill(self, block_m: int, block_n: int) -> float:  # how full the tiles' waves are, on average
+        return _wave_efficiency(self.M, self.N, block_m, block_n, self.sms)
+
+    def wide(self) -> "Config":  # 128 x 256 tiles on 8 warps, stored in two halves
+        return Config(128, 256, self.bk, num_warps=8, num_stages=4 if self.esize == 2 else 3, tma_store=True,
+                      store_halves=2)
+
+    def streaming(self, block_m: int, block_n: int, block_k: int, num_stages: int) -> "Config":
+        # pointer loads and stores, but through TMA where K is ragged (a masked last step is slow)
+        return Config(block_m, block_n, block_k, num_warps=4, num_stages=num_stages, tma=self.K % block_k != 0,
+                      tma_store=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class TileRule:
+    """One row of :data:`TILE_RULES`: where it applies and the configuration it gives. ``name`` is its
+    heading in ``notes/gemm-decisions.md`` (under "Tiles"), where its measurements are."""
+
+    name: str
+    applies: "Callable[[Product], bool]"
+    config: "Callable[[Product], Config]"
+
+
+def _narrow_fills_better(p: Product) -> bool:  # 128 x 128 fills the waves over 5 % better than 128 x 256
+    return p.fill(128, 128) > p.fill(128, 256) + 0.05
+
+
+# The tile rules, first match wins; each says in one line where it applies and what it runs.
+TILE_RULES = (
+    TileRule("decode, one row block, one wave of 128-wide tiles",
+             lambda p: p.M <= 16 and p.esize == 2 and p.wide_decode and cdiv(p.N, 128) <= p.sms,
+             lambda p: Config(16, 128, 4 * p.bk, num_warps=4, num_stages=3, tma=True, tma_store=False)),
+    TileRule("decode, one row block",
+             lambda p: p.M <= 16,
+             lambda p: p.streaming(16, 64, 4 * p.bk, num_stages=4)),
+    TileRule("decode, wide weights",
+             lambda p: p.M <= 64 and p.esize <= 2 and p.wide_decode,
+             lambda p: Config(64, 128, 128, num_warps=4, num_stages=4, tma=True, tma_store=False)),
+    TileRule("decode, narrow weights",
+             lambda p: p.M <= 64 and p.esize == 2 and 2 * cdiv(p.N, 64) <= p.sms,
+             lambda p: p.streaming(64, 32, 2 * p.bk, num_stages=8)),
+    TileRule("decode",
+             lambda p: p.M <= 64,
+             lambda p: p.streaming(64, 64, 2 * p.bk, num_stages=5 if p.esize == 2 else 3)),
+    TileRule("float32",
+             lambda p: p.esize == 4,
+             lambda p: Config(128, 128, p.bk, num_warps=8, num_stages=3)),
+    TileRule("small products",
+             lambda p: cdiv(p.M, 128) * cdiv(p.N, 128) < p.sms // 2,
+             lambda p: Config(64, 128, 2 * p.bk if p.esize == 1 else p.bk, num_warps=4,
+                              num_stages=4 if p.esize == 1 else 7, tma=True, tma_store=True)),
+    TileRule("tail split",
+             lambda p: p.esize == 2 and _tail_pays(p.M, p.N, p.wide(), p.sms),
+             Product.wide),
+    TileRule("full waves of 128 x 128, Stream-K for 128 x 256",
+             lambda p: p.esize == 2 and _narrow_fills_better(p) and p.fill(128, 128) >= 0.95
+             and _streamk_pays(p.M, p.N, p.K, p.wide(), p.sms),
+             Product.wide),
+    TileRule("128 x 128 fills the waves better",
+             _narrow_fills_better,
+             lambda p: Config(128, 128, 2 * p.bk, num_warps=8, num_stages=3, tma=True, tma_store=True) if p.esize == 1
+             else Config(128, 128, p.bk, num_warps=4, num_stages=6 if p.esize == 2 else 4, tma=True, tma_store=True)),
+    TileRule("large products",
+             lambda p: True,
+             Product.wide),
+)
+
+
+def tile_rule(M: int, N: int, K: int, dtype: torch.dtype, num_sms: int | None = None) -> TileRule:
+    """The first of :data:`TILE_RULES` that applies to an ``M x N x K`` product of ``dtype`` inputs on
+    ``num_sms`` SMs (default: this GPU's).
+
+        >>> tile_rule(16, 4096, 4096, torch.bfloat16, num_sms=132).name
+        'decode, one row block'
+    """
+    p = Product(M, N, K, ELEMENT_SIZE[dtype], sm_count() if num_sms is None else num_sms)
+    return next(rule for rule in TILE_RULES if rule.applies(p))
+
+
 @functools.lru_cache(maxsize=4096)
 def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
-    """A good configuration for an ``M x N x K`` product of ``dtype`` inputs on this GPU.
-
-    Decode (M <= 64) streams B with short, wide-K tiles; larger products take 128 x 256 tiles (8 warps),
-    run as a tail split where their waves are under 90 % full, or 128 x 128 tiles where those fill the
-    last wave clearly better. Under the interpreter every block is 16 (the smallest tile a GPU dot
-    accepts). The measurements behind each branch: ``notes/gemm-decisions.md``, "Tiles".
+    """A good configuration for an ``M x N x K`` product of ``dtype`` inputs on this GPU: that of the
+    first of :data:`TILE_RULES` that applies (:func:`tile_rule`). Under the interpreter every block is
+    16 (the smallest tile a GPU dot accepts).
 
         >>> heuristic_config(16, 4096, 4096, torch.float16).block_m  # doctest: +SKIP
         16
     """
     if runtime.INTERPRET:
         return Config(16, 16, 16, num_warps=4, num_stages=2)
-    esize = ELEMENT_SIZE[dtype]
-    bk = {1: 128, 2: 64, 4: 32}[esize]
-    sms = sm_count()
-    # Decode (M <= 64) streams B once. Where 128-wide tiles fill at least half of one wave, they beat
-    # narrower ones, which leave no SM idle but read A's rows again for every 32 or 64 columns.
-    wide_decode = cdiv(N, 128) >= 0.5 * sms
-
-    def streaming(block_m, block_n, block_k, num_stages):
-        # Pointer loads suit decode only where K is a multiple of the K step: the masked last step
-        # of a ragged K slowed the whole loop 6x (H100, 16 x 4096 x 4095 on 128-byte aligned rows:
-        # 139 us with pointer loads, 22 us through TMA, which zero-fills the ragged step by itself)
-        return Config(block_m, block_n, block_k, num_warps=4, num_stages=num_stages, tma=K % block_k != 0,
-                      tma_store=False)
-
-    if M <= 16:  # pointer loads and stores measured best for 64-wide tiles (streaming: where K allows)
-        if esize == 2 and wide_decode and cdiv(N, 128) <= sms:  # one wave of 128-wide tiles (H100, bf16:
-            # 16 x 14336 x 4096 0.975 -> 0.991 x cuBLAS, 16 x 10240 x 8192 1.053 -> 1.084)
-            return Config(16, 128, 4 * bk, num_warps=4, num_stages=3, tma=True, tma_store=False)
-        return streaming(16, 64, 4 * bk, num_stages=4)
-    if M <= 64:
-        if esize <= 2 and wide_decode:  # wide weights: 64 x 128 tiles through TMA (H100: int8 0.96-1.03 x
-            # _int_mm against 0.82-0.99 with 64 x 64; bf16 64 x 10240 x 8192 0.939 -> 0.990 x cuBLAS,
-            # 64 x 14336 x 4096 0.976 -> 0.998, 64 x 28672 x 8192 1.024 -> 1.029)
-            return Config(64, 128, 128, num_warps=4, num_stages=4, tma=True, tma_store=False)
-        if esize == 2 and 2 * cdiv(N, 64) <= sms:  # 64-wide tiles would leave half the SMs idle: 32-wide,
-            # a deep pipeline (H100, 64 x 4096 x 4096: 0.94 -> 0.98 x cuBLAS, which runs 64 x 32 tiles; for
-            # N >= 6144 the same tiles measured 0.89-0.96 against 0.94-1.03 with 64 x 64)
-            return streaming(64, 32, 2 * bk, num_stages=8)
-        return streaming(64, 64, 2 * bk, num_stages=5 if esize == 2 else 3)
-    if esize == 4:
-        return Config(128, 128, bk, num_warps=8, num_stages=3)
-    if cdiv(M, 128) * cdiv(N, 128) < sms // 2:  # small: even 128 x 128 leaves SMs idle
-        if esize == 1:  # int8: a longer K step (H100, 1024^3: 0.87 x _int_mm against 0.84 with 128)
-            return Config(64, 128, 2 * bk, num_warps=4, num_stages=4, tma=True, tma_store=True)
-        return Config(64, 128, bk, num_warps=4, num_stages=7, tma=True, tma_store=True)  # 1024^3: s5 0.90, s7 0.93
-    wide = Config(128, 256, bk, num_warps=8, num_stages=4 if esize == 2 else 3, tma_store=True, store_halves=2)
-    if esize == 2 and _tail_pays(M, N, wide, sms):  # 128 x 256 tiles in whole waves, a strip of small ones
-        return wide
-    narrow_fill = _wave_efficiency(M, N, 128, 128, sms)
-    if narrow_fill > _wave_efficiency(M, N, 128, 256, sms) + 0.05:
-        # 128 x 128 fills the last wave clearly better: TMA loads and stores, a deep pipeline; unless
-        # its waves are full anyway and Stream-K evens out 128 x 256's last one, which is faster per SM
-        if esize == 2 and narrow_fill >= 0.95 and _streamk_pays(M, N, K, wide, sms):
-            return wide
-        if esize == 1:  # int8: K steps of 256 on 8 warps (H100: +2-6% on the five mid shapes measured)
-            return Config(128, 128, 2 * bk, num_warps=8, num_stages=3, tma=True, tma_store=True)
-        # 6 stages: 512 x 4096 x 4096 0.94 -> 0.99 x cuBLAS (H100), which runs 128 x 128 x 64 with 6
-        return Config(128, 128, bk, num_warps=4, num_stages=6 if esize == 2 else 4, tma=True, tma_store=True)
-    return wide
+    p = Product(M, N, K, ELEMENT_SIZE[dtype], sm_count())
+    return next(rule for rule in TILE_RULES if rule.applies(p)).config(p)
 
 
 def _streamk_pays(M, N, K, config, sms, dtype=None):
