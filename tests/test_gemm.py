@@ -114,12 +114,12 @@ def test_cached_launch_plans_follow_layout_and_alignment(monkeypatch):
         "A transposed": (_randn(K, M).T, _randn(K, N)),
         "row-major again": (_randn(M, K), _randn(K, N)),
     }
-    gemm._PLANS.clear()
+    gemm.plans.PLANS.clear()
     for name, (a, b) in variants.items():
         out = poisoned((M, N), torch.float16, DEVICE)
         matmul(a, b, out=out, mode="persistent")
         check(f"{name} after the others", out, _reference(a, b))
-    assert len(gemm._PLANS) == 4, "the two row-major calls share a plan, every other layout has its own"
+    assert len(gemm.plans.PLANS) == 4, "the two row-major calls share a plan, every other layout has its own"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -419,7 +419,7 @@ def test_matmul_replays_in_a_cuda_graph(mode):
 
 @pytest.mark.parametrize("mode", MODES + ["tail", "gluon", "int8"])
 def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
-    """The second call with the same layouts skips the checks and plans (``gemm._ROUTES``) and
+    """The second call with the same layouts skips the checks and plans (``gemm.plans.ROUTES``) and
     launches the bound kernel; fresh values, a bias at another alignment and an aliasing ``out``
     must still come out right or be refused."""
     if mode == "gluon" and not gemm_config.gluon_here():
@@ -442,7 +442,7 @@ def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
         got, ref = call(_randn(N, dtype=torch.float32), out)
         check(f"{mode}, call {attempt + 1}", got, ref)
     if not INTERPRET:
-        assert gemm._ROUTES, "no route was recorded: every call went through the checks and the planning"
+        assert gemm.plans.ROUTES, "no route was recorded: every call went through the checks and the planning"
     shifted_bias = _randn(N + 1, dtype=torch.float32)[1:]  # 4 bytes off: another alignment, another route
     check(f"{mode}, a bias 4 bytes off", *call(shifted_bias, poisoned((M, N), out_dtype, DEVICE)))
     check(f"{mode}, a float16 bias", *call(_randn(N, dtype=torch.float16), poisoned((M, N), out_dtype, DEVICE)))
@@ -481,11 +481,11 @@ def test_a_replayed_call_goes_through_triton_while_a_profiler_hook_is_installed(
 
 
 def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
-    # gemm._again replays a recorded route (compiled only); its overlap check runs here without a GPU
+    # gemm.plans.again replays a recorded route (compiled only); its overlap check runs here without a GPU
     launched = []
     M, N, K = 8, 6, 16
     a, b, out = _randn(M, K), _randn(K, N), _randn(M, N)
-    call = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, None, None, None))
+    call = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, None, None, None))
     fresh = _randn(M, N)
     assert call(a, b, None, fresh) is fresh and len(launched) == 1
     buf = _randn(M * K + M * N)
@@ -493,7 +493,7 @@ def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
         call(buf[:M * K].view(M, K), b, None, buf[16:16 + M * N].view(M, N))
     assert len(launched) == 1, "refused before launching"
     bias = _randn(N)
-    with_bias = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, bias, None, None))
+    with_bias = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, bias, None, None))
     buf = _randn(M * N + N)
     with pytest.raises(ValueError, match="out and bias share memory"):
         with_bias(a, b, buf[M * N - 2:M * N - 2 + N], buf[:M * N].view(M, N))
@@ -502,7 +502,7 @@ def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
         with_bias(a, buf[:K * N].view(K, N), bias, buf[K * N - 8:K * N - 8 + M * N].view(M, N))
     assert len(launched) == 1, "refused before launching"
     # a call without out has a key of its own, and its route makes a new output each time
-    new_out = gemm._again(lambda *args: launched.append(args), M, N, torch.float16, (None, a, b, None, None, None))
+    new_out = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (None, a, b, None, None, None))
     assert new_out(a, b, None, None).shape == (M, N) and len(launched) == 2
 
 

@@ -116,14 +116,14 @@ def test_tensor_descriptors_are_encoded_once_per_address_and_stay_right():
 def test_gemm_plans_launch_through_the_raw_launcher():
     from course import gemm
 
-    gemm._PLANS.clear()
+    gemm.plans.PLANS.clear()
     for shape in ((16, 4096, 4096), (512, 1024, 768)):  # pointers (decode) and tensor descriptors
         M, N, K = shape
         for _ in range(2):
             a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
             b = torch.randn(N, K, device=DEVICE, dtype=torch.float16).T
             check(f"{shape}", gemm.matmul(a, b, mode="persistent"), a.double().cpu() @ b.double().cpu())
-    bound = [plan.bound for plan in gemm._PLANS.values() if plan.bound is not None]
+    bound = [plan.bound for plan in gemm.plans.PLANS.values() if plan.bound is not None]
     assert bound and all(b._raw is not None for b in bound), "a plan launches through CompiledKernel.run"
 
 
