@@ -306,7 +306,7 @@ def _globals_read(code) -> list[str]:
 
 def source(kernel) -> str:
     """The source of a ``@triton.jit`` or ``@gluon.jit`` function, to read it in a notebook:
-    ``print(source(gluon_gemm.producer))``."""
+    ``print(source(gemm.gluon.producer))``."""
     return textwrap.dedent(inspect.getsource(kernel.fn))
 
 

@@ -58,7 +58,7 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, log_ptr, M, N, K, stride_am, s
 
 
 def programs(where: str, num_programs: int | None) -> int:
-    """The programs of a persistent launch: ``num_programs``, or one per SM (``gemm_config.sm_count``:
+    """The programs of a persistent launch: ``num_programs``, or one per SM (``course.gemm.config.sm_count``:
     4 under the interpreter) for None; anything but an int >= 1 is refused, naming ``where``."""
     if num_programs is None:
         return sm_count()

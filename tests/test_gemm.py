@@ -928,7 +928,7 @@ ERRORS = [
      r"float64, which matmul does not support.*pass one of"),
     ("bad mode", lambda: matmul(_f16(4, 5), _f16(5, 6), mode="fast"), ValueError, r"mode='fast'.*'streamk'"),
     ("gluon with a config", lambda: matmul(_f16(4, 8), _f16(8, 8), mode="gluon", config=Config(16, 16, 16)),
-     ValueError, r"mode='gluon' runs its own fixed tiles \(gluon_gemm.TILES\) and takes no config"),
+     ValueError, r"mode='gluon' runs its own fixed tiles \(course.gemm.gluon.TILES\) and takes no config"),
     ("gluon int8", lambda: matmul_int8(_i8(4, 8), _i8(8, 8), _ones(4), _ones(8), mode="gluon"), ValueError,
      r"mode='gluon' takes float16 or bfloat16 inputs, not int8"),
     ("bias length", lambda: matmul(_f16(4, 5), _f16(5, 6), bias=_ones(4)), ValueError,

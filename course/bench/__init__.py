@@ -4,7 +4,7 @@
     python -m course.bench gemm --set broad --dtypes bf16   # shapes nothing was tuned on, auto only
     python -m course.bench copy [--out DIR] [--no-save]
     python -m course.bench host [--no-save]   # host us per call and back-to-back calls vs torch
-    python -m course.bench all        # copy, then gemm
+    python -m course.bench all        # copy, then gemm, then host
     python -m course.bench plot [--out DIR]   # redraw the plots from the recorded GEMM results (no GPU)
 
 ``gemm`` times ``course.gemm.matmul`` in each mode (persistent, streamk, tail where the shape has

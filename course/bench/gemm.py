@@ -86,7 +86,7 @@ def time_or_report(fn, rep, label):
 
 
 def exact(a, b, extra):
-    """The float64 reference of what ``_ours`` computes (exact for int8: |sums| stay below 2^53)."""
+    """The float64 reference of what ``ours`` computes (exact for int8: |sums| stay below 2^53)."""
     ref = a.double() @ b.double()
     if a.dtype == torch.int8:
         ref = ref * extra["a_scale"].double()[:, None] * extra["b_scale"].double()[None, :] + extra["bias"].double()
@@ -150,9 +150,9 @@ def run_gemm(args):
             fns = {"ref": ref_fn, **{mode: None if mode in skipped else ours(a, b, extra, mode, out) for mode in MODES}}
             times = {key: [] for key in fns}
             pair_ratios = {mode: [] for mode in MODES}
-            timed = [mode for mode in MODES if mode not in skipped]
+            order = [mode for mode in MODES if mode not in skipped]
             for round_ in range(3):
-                for mode in timed[round_ % len(timed):] + timed[:round_ % len(timed)]:
+                for mode in order[round_ % len(order):] + order[:round_ % len(order)]:
                     if fns[mode] is None:
                         continue
                     ms = time_or_report(fns[mode], rep, f"{dname} {name} {mode}")

@@ -139,7 +139,7 @@ def print_table(rows, broad: bool = False):
               f"{statistics.median(r['ref_host_us'] for r in host):.0f} us (not in the ratios: GPU times)")
     print()
     checks = broad_checks(rows) if broad else benchmark_checks(rows)
-    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (_not_run)
+    wrong = [f"{r['dtype']} {r['name']} {m}" for r in rows for m in MODES  # None: not run (course.bench.gemm.not_run)
              if r.get(f"{m}_error") is not None and not r[f"{m}_error"] <= check.tolerance(OUT_DTYPE[r["dtype"]])]
     checks.append(("every timed kernel matches the float64 reference", not wrong,
                    f"{len(wrong)} wrong: {', '.join(wrong[:5])}" if wrong else "all within tolerance"))

@@ -14,14 +14,15 @@ Modes (``choose_mode`` picks one for ``"auto"``):
 * ``"gluon"``: Hopper only, the warp-specialized kernel of ``course.gemm.gluon``, whose tiles
   (192 x 128, 128 x 144, 128 x 320) are no powers of two, for shapes that Triton's tiles fill badly.
 
-Where things live, in reading order:
+Where things live: this module, the public functions and the way of one call (checks, copies,
+decisions, launch); then
 
 * ``course.gemm.kernel``: the device side, one kernel built from ``course.stages``;
 * ``course.gemm.config``: the choice of tiles and schedule, functions of the shape and the GPU;
 * ``course.gemm.layout``: how operands are read (TMA or pointers, aligned copies, 64-bit offsets);
 * ``course.gemm.inputs``: the checks that turn a bad argument into a clear error;
 * ``course.gemm.launcher``: a compiled kernel launched again without Triton's per-call work;
-* this module: the public functions and the way of one call (checks, copies, decisions, launch);
+* ``course.gemm.gluon``: the Hopper kernel in Gluon that ``mode="gluon"`` (and auto, where it pays) runs;
 * ``course.gemm.plans``: the launch itself (a plan cached per operand layout, Stream-K workspaces,
   the tail split's two launches, autotuning) and the routes that replay a call whose checks and
   decisions hold: the production detail, a reader may skip it.
@@ -70,8 +71,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     ``torch.mm``. Lazy negation views (``torch._neg_view``) are resolved before the raw memory is
     read. There is no backward: in grad mode, inputs that require grad are refused (call it under
     ``torch.no_grad()``). Operands whose element offsets reach 2^31 run with 64-bit offsets
-    (``wide_strides``); dimensions must stay below 2^31. Stream-K launches on different CUDA
-    streams each get their own workspace (``workspace``), so they may run at the same time.
+    (``layout.wide_strides``); dimensions must stay below 2^31. Stream-K launches on different CUDA
+    streams each get their own workspace (``plans.workspace``), so they may run at the same time.
 
         >>> a = torch.randn(64, 32, dtype=torch.float16, device=runtime.DEVICE)
         >>> b = torch.randn(32, 48, dtype=torch.float16, device=runtime.DEVICE)
@@ -134,7 +135,7 @@ def matmul_int8(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
 def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scales) -> torch.Tensor:
     """What matmul and matmul_int8 share once their inputs are checked: the output and bias
     checks, the output allocation, the configuration (heuristic or autotuned) and the launch.
-    ``key``: the call's ``call_key``, under which the launches are kept for the next such call
+    ``key``: the call's ``plans.call_key``, under which the launches are kept for the next such call
     (None: nothing is kept)."""
     M, K = a.shape
     N = b.shape[1]

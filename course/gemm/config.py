@@ -177,7 +177,7 @@ TILE_RULES = (
     TileRule("128 x 128 fills the waves better",
              _narrow_fills_better,
              lambda p: Config(128, 128, 2 * p.bk, num_warps=8, num_stages=3, tma=True, tma_store=True) if p.esize == 1
-             else Config(128, 128, p.bk, num_warps=4, num_stages=6 if p.esize == 2 else 4, tma=True, tma_store=True)),
+             else Config(128, 128, p.bk, num_warps=4, num_stages=6, tma=True, tma_store=True)),
     TileRule("large products",
              lambda p: True,
              Product.wide),
@@ -391,7 +391,7 @@ def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = No
 
 def unaligned_decode_config(a: torch.Tensor, b: torch.Tensor) -> "Config | None":
     """The configuration for a product too short to pay for copying ``b`` (M under
-    ``gemm_layout.MACS_PER_COPIED_ELEMENT``) whose 16-bit ``b`` has rows TMA cannot read, such as a
+    ``course.gemm.layout.MACS_PER_COPIED_ELEMENT``) whose 16-bit ``b`` has rows TMA cannot read, such as a
     K-major weight with K = 4095; None for every other product (``heuristic_config`` then applies).
     Such a ``b`` takes 2-byte pointer loads: 16 x 128 x 64 tiles, one stage where its rows run along
     K, three where they run along N (``notes/gemm-decisions.md``, "Operand layout").

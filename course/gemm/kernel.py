@@ -4,7 +4,7 @@
 ``STREAMK_TILES > 0``) the tiles of the last, partial wave split along K among several programs,
 which add their partial sums (Stream-K). A and B arrive either as pointers with strides (any layout,
 any GPU, the interpreter) or as tensor descriptors built on the host (Hopper's TMA);
-``GemmContext.reduce_k_range`` runs the K loop of either kind of view. The host side (``course.gemm``)
+``GemmContext.reduce_k_range`` runs the K loop of either kind of view. The host side (``course.gemm.plans``)
 chooses the constants; ``course.gemm.config`` explains the choices.
 """
 
@@ -46,10 +46,10 @@ def matmul_kernel(A, B, C, A_scale, B_scale, bias, partials, flags,
     """C = epilogue(A @ B): persistent tiles first, then (STREAMK_TILES > 0) the Stream-K tiles.
 
     With USE_TMA, A and B are tensor descriptors (TMA) instead of pointers; with TMA_STORE, C is.
-    WIDE: a bit per stride (``gemm_layout.WIDE_BITS``) that the host widened to 64 bits, because the operand's
-    element offsets reach 2^31 (``gemm_layout.wide_strides``); 0, the usual case, leaves every offset 32-bit.
+    WIDE: a bit per stride (``course.gemm.layout.WIDE_BITS``) that the host widened to 64 bits, because the operand's
+    element offsets reach 2^31 (``course.gemm.layout.wide_strides``); 0, the usual case, leaves every offset 32-bit.
     """
-    # bit i of WIDE widens the i-th stride of gemm_layout.WIDE_BITS
+    # bit i of WIDE widens the i-th stride of course.gemm.layout.WIDE_BITS
     stride_am = _widened(stride_am, WIDE & 1)
     stride_ak = _widened(stride_ak, WIDE & 2)
     stride_bk = _widened(stride_bk, WIDE & 4)

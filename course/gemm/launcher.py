@@ -4,7 +4,7 @@ Every ``kernel[grid](*args, **constexprs)`` binds the arguments, works out their
 (dtypes, 16-byte alignment, which integers are 1) and looks the compiled kernel up; a tensor
 descriptor is encoded into a TMA descriptor on every launch. That is 20-40 us of host time, more
 than a small GEMM's GPU time. A caller that knows nothing of that can change between calls
-(``course.gemm`` keys its plans by shapes, strides, dtypes and alignment) binds the kernel once
+(``course.gemm.plans`` keys its plans by shapes, strides, dtypes and alignment) binds the kernel once
 and launches the compiled binary directly::
 
     launch = BoundLaunch(kernel, (num_programs,), dict(BLOCK=128, num_warps=4))

@@ -1,6 +1,6 @@
 """The host side of a ``course.gemm`` call after its checks: a production detail a reader may skip.
 
-A launch plan per operand layout (tiles, grid, constexprs, the bound kernel: ``plan_for``), Stream-K
+A launch plan per operand layout (tiles, grid, constexprs, the bound kernel: ``_plan_for``), Stream-K
 workspaces per stream (``workspace``), the tail split's two launches, autotuning, the Gluon kernel's
 choice for ``mode="auto"``, and the routes: a call whose tensors are laid out as an earlier call's
 (``call_key``) skips the checks and decisions and relaunches that call's plan (``again``), so a
@@ -269,6 +269,9 @@ def autotuned(a, b, c, mode, **kw):
                     continue
                 if best is None or ms < best[0]:
                     best = (ms, cfg, m)
+        if best is None:
+            raise ValueError(f"autotune=True: no candidate config fits this GPU's shared memory for {M} x {N} x {K}; "
+                             "pass autotune=False (the heuristic config shrinks its stages to fit)")
         _TUNED[key] = best[1:]
     return _TUNED[key]
 
@@ -276,14 +279,14 @@ def autotuned(a, b, c, mode, **kw):
 def gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
     """The Gluon kernel's ``(tile, swap)`` when this call runs it (``mode="gluon"``, or ``"auto"``
     where ``choose_mode`` picks it and the operands suit it), else None. Its tile shapes are tried
-    fastest first (``gluon_gemm.tile_choices``); auto takes only those that ``gluon_tiles_for``
+    fastest first (``course.gemm.gluon.tile_choices``); auto takes only those that ``gluon_tiles_for``
     found faster than Triton's."""
     M, K = a.shape
     N = b.shape[1]
     if mode == "gluon":
         if config is not None:
-            raise ValueError("mode='gluon' runs its own fixed tiles (gluon_gemm.TILES) and takes no config: drop "
-                             "config, or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
+            raise ValueError("mode='gluon' runs its own fixed tiles (course.gemm.gluon.TILES) and takes no config: "
+                             "drop config, or pass a Triton mode ('persistent', 'streamk', 'tail', 'auto')")
         reasons = []
         for tile, swap in gluon_gemm.tile_choices(M, N, sm_count()):
             why = gluon_gemm.unsupported(a, b, c, swap)
