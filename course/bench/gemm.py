@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from course.bench.report import draw_plots, environment, print_table, save_plain
+from course.bench.report import draw_plots, print_table, save_plain
 from course.bench.shapes import DTYPES, MODES, OUT_DTYPE, broad_set, inputs, shape_set
 
 
@@ -211,9 +211,9 @@ def run_gemm(args):
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / f"{record}.json").write_text(
-            json.dumps({"meta": {**environment(), **meta}, "rows": rows}, indent=1) + "\n")
+            json.dumps({"meta": {**records.environment(), **meta}, "rows": rows}, indent=1) + "\n")
         if not broad:
-            draw_plots(rows, machine, args.out, records.label(environment()))
+            draw_plots(rows, machine, args.out, records.label(records.environment()))
     print_table(rows, broad=broad)
     return rows
 

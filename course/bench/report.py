@@ -1,12 +1,9 @@
 """The benchmark's report: the ratio table with the course's targets (printed last), and the plots."""
 
-import datetime
 import json
 import math
 import statistics
 from pathlib import Path
-
-import torch
 
 from course.bench.shapes import MODES, OUT_DTYPE, WAVE_QUANTIZED, broad_group
 
@@ -16,15 +13,9 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-
-def environment():
-    import triton
-
-    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "date": datetime.date.today().isoformat()}
-
-
 def save_plain(filename, rows, meta):
+    from course.records import environment
+
     path = Path(__file__).resolve().parents[1] / "data" / filename
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": {**environment(), **meta}, "rows": rows}, indent=1) + "\n")

@@ -3,8 +3,8 @@
 Functions of the shape, the dtype and the GPU's SM count: ``heuristic_config`` picks tiles (the
 first of ``TILE_RULES`` that applies, one line each), ``choose_mode`` the schedule (persistent,
 Stream-K, a tail split, or the Gluon kernel), and the ``*_for`` functions say how each schedule
-would cut the work. They launch nothing, so they can be
-read and tested on any machine (pass ``num_sms`` to ask about another GPU):
+would cut the work. They launch nothing, so they can be read and tested on any machine (pass
+``num_sms`` to ask about another GPU):
 
     >>> tail_plan_for(3072, 3072, Config(128, 256, 64), num_sms=132).cut
     2816
@@ -191,7 +191,10 @@ def tile_rule(M: int, N: int, K: int, dtype: torch.dtype, num_sms: int | None = 
         >>> tile_rule(16, 4096, 4096, torch.bfloat16, num_sms=132).name
         'decode, one row block'
     """
-    p = Product(M, N, K, ELEMENT_SIZE[dtype], sm_count() if num_sms is None else num_sms)
+    return _first_rule(Product(M, N, K, ELEMENT_SIZE[dtype], sm_count() if num_sms is None else num_sms))
+
+
+def _first_rule(p: Product) -> TileRule:
     return next(rule for rule in TILE_RULES if rule.applies(p))
 
 
@@ -207,7 +210,7 @@ def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype) -> Config:
     if runtime.INTERPRET:
         return Config(16, 16, 16, num_warps=4, num_stages=2)
     p = Product(M, N, K, ELEMENT_SIZE[dtype], sm_count())
-    return next(rule for rule in TILE_RULES if rule.applies(p)).config(p)
+    return _first_rule(p).config(p)
 
 
 def _streamk_pays(M, N, K, config, sms, dtype=None):

@@ -333,10 +333,10 @@ def unsupported(a, b, c, swap: bool) -> str | None:
         return "it takes float16 or bfloat16 inputs with an output of the same dtype"
     if tma_layout(a) != "rows" or tma_layout(c) != "rows":
         return "a and the output must be row-major (contiguous rows, 16-byte aligned): pass a.contiguous()"
-    b_kmajor = tma_layout(b) == "columns"
-    if swap and not b_kmajor:
+    b_layout = tma_layout(b)
+    if swap and b_layout != "columns":
         return "with the tile rows along N, b must be stored K-major: pass b = w.T for a row-major w (N, K)"
-    if tma_layout(b) is None:
+    if b_layout is None:
         return "b must be row-major or K-major with 16-byte aligned rows: pass b.contiguous()"
     return None
 

@@ -69,7 +69,6 @@ class BoundLaunch:
         self.device = None  # the device it was compiled for (the current one at the first call)
         self._constexprs = ()  # the values the launcher expects after the runtime arguments
         self._raw = None  # the launcher's C function, where this Triton's launcher is as expected
-        self._function = None  # the compiled kernel's CUDA function handle
         self._descriptors = ()  # (position, metadata, {base address: encoded arguments}) per descriptor
 
     def __call__(self, *args):
@@ -96,9 +95,11 @@ class BoundLaunch:
         if self._descriptors:
             args = self._encoded(args)
         if LAUNCHER_ABI == "3.6":
-            raw(*self.grid, self._current_stream(self.device), self._function, *self._fixed, *args, *self._constexprs)
+            raw(*self.grid, self._current_stream(self.device), self.compiled.function, *self._fixed, *args,
+                *self._constexprs)
         else:
-            raw(*self.grid, self._current_stream(self.device), self._function, *self._fixed, (*args, *self._constexprs))
+            raw(*self.grid, self._current_stream(self.device), self.compiled.function, *self._fixed,
+                (*args, *self._constexprs))
         return True
 
     def _encoded(self, args) -> list:
@@ -143,10 +144,8 @@ class BoundLaunch:
         self._current_device = getattr(torch._C, "_cuda_getDevice", None) or driver.active.get_current_device
         self._current_stream = driver.active.get_current_stream
         self.device = self._current_device()
-        self._function = compiled.function
         self.compiled = compiled
-        raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
-        self._raw = raw  # last: direct() launches once it is set
+        self._raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
 
     @property
     def takes_tensors(self) -> bool:
