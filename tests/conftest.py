@@ -1,8 +1,11 @@
-"""Fixtures for every test under tests/."""
+"""Set-up and fixtures for every test under tests/."""
 
+import matplotlib
 import pytest
 
 from course.exercises import core
+
+matplotlib.use("Agg")  # figures are drawn off screen, on any machine
 
 
 @pytest.fixture(autouse=True)

@@ -6,9 +6,6 @@ fails the check. Scheduling is tested as properties: every (tile, K step) is com
 once, chiplet remaps are permutations, Stream-K ranges are contiguous and balanced.
 """
 
-import os
-import sys
-
 import course  # noqa: F401  (first: decides interpreter or GPU before any kernel is defined)
 import pytest
 import torch
@@ -23,9 +20,7 @@ from course.stages import (
     make_bias_view, make_descriptor_output_view, make_descriptor_view, make_input_view, make_output_view,
     make_scale_view, make_tensor_view,
 )
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import seed_examples  # noqa: E402
+import seed_examples
 
 gpu_only = pytest.mark.skipif(INTERPRET, reason="needs a GPU: bf16/fp8 are wrong or missing in the interpreter")
 

@@ -85,3 +85,64 @@ def test_every_exercise_has_an_exported_check_and_a_solution():
 
     assert {c.__name__ for c in core.CHECKS.values()} == {n for n in exercises.__all__ if n.startswith("check_")}
     assert set(core.CHECKS) == set(solutions.EXERCISES), "every exercise needs its entry in solutions.EXERCISES"
+
+
+# --- tests/ mirrors course/ ---------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+# Modules with no test file of their own, and why. The mirror rule (test_every_module_has_its_test_file)
+# skips them; an entry that has a test file now, or names no module, fails test_no_test_file_list_is_true.
+NO_TEST_FILE = {
+    "gemm.kernel": "the Triton kernel: every test in tests/gemm/ runs it (test_matmul.py compiles it for sm_90 too)",
+    "bench": "re-exports course.bench's modules",
+    "bench.__main__": "the command line (python -m course.bench): argument parsing around run_gemm, run_copy, run_host",
+    "bench.copy": "times copies and a matmul on a GPU; not tested",
+    "exercises": "re-exports the checks of exercises.core and exercises.nb*: tested there (tests/exercises/)",
+    "solutions": "the reference solutions: tests/exercises/ runs every check on its solution",
+    "elementwise": "its helpers are tested in tests/exercises/test_core.py (and by notebook 02's checks)",
+    "capstone": "course_roofline and points_record in tests/bench/test_bench_report.py; layer_shapes, "
+                "block_benchmark and quantization_error run only in notebook 12 (nbval)",
+    "execute": "runs notebooks to commit their outputs; not tested (tests/test_notebooks_hygiene.py checks the outputs)",
+}
+
+
+def _has_public_function(name):
+    return any(isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+               for node in ast.parse(_path(name).read_text()).body)
+
+
+def _test_file(name):
+    """The test file that mirrors course.<name>: tests/gemm/test_<module>.py (course.gemm's __init__:
+    test_matmul.py), tests/bench/test_bench_<module>.py, tests/exercises/test_<module>.py, or
+    tests/test_<module>.py for a flat module."""
+    package, _, module = name.rpartition(".")
+    if name == "gemm":
+        return TESTS / "gemm" / "test_matmul.py"
+    if package in ("gemm", "exercises"):
+        return TESTS / package / f"test_{module}.py"
+    if package == "bench":
+        return TESTS / "bench" / f"test_bench_{module}.py"
+    return TESTS / f"test_{name}.py"
+
+
+MIRRORED = [name for name in MODULES if name.partition(".")[0] in ("gemm", "bench", "exercises")
+            or ("." not in name and _has_public_function(name))]
+
+
+@pytest.mark.parametrize("name", sorted(set(MIRRORED) - set(NO_TEST_FILE)))
+def test_every_module_has_its_test_file(name):
+    path = _test_file(name)
+    assert path.is_file(), (f"course.{name} has no {path.relative_to(TESTS.parent)}: write it, or list the module "
+                            "in NO_TEST_FILE with the reason")
+
+
+def test_no_test_file_list_is_true():
+    assert set(NO_TEST_FILE) <= set(MODULES), f"NO_TEST_FILE names no module: {set(NO_TEST_FILE) - set(MODULES)}"
+    stale = [name for name in NO_TEST_FILE if _test_file(name).is_file()]
+    assert not stale, f"these have a test file now: take them out of NO_TEST_FILE: {stale}"
+
+
+def test_test_file_names_are_unique():
+    # pytest imports test files by basename (no __init__.py under tests/): two of one name cannot both load
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -21,9 +21,10 @@ time of one call, ours and the reference's, is recorded apart for the small shap
 
 ``--set broad`` times ``mode="auto"`` alone on ``broad_set()``: other model families' projections
 at decode batches and prefill lengths, vocabulary projections, B stored row-major, weight gradients
-(A transposed) and seeded random sizes, none of which the heuristics were fitted to. It prints the
-geometric mean of each group and checks its own targets (bf16: geomean >= 1.00, no shape below
-0.90), and saves ``course/data/gemm_broad_<gpu>.json``.
+(A transposed), square and near-square sizes no tile divides (``BROAD_SQUARES``) and seeded
+random sizes, none of which the heuristics were fitted to. It prints the geometric mean of each
+group and checks its own targets (bf16: geomean >= 1.00, no shape below 0.90), and saves
+``course/data/gemm_broad_<gpu>.json``.
 
 ``copy`` measures device-to-device copy bandwidth (bytes read + written) and a large bf16
 matmul, and saves them as ``course/data/ceilings_<gpu>.json`` (read by ``course.hardware``).
@@ -40,10 +41,10 @@ from course.bench.copy import run_copy
 from course.bench.gemm import precompile, run_gemm
 from course.bench.host import HOST_SHAPES, host_rows, print_host_table, run_host
 from course.bench.report import plot_recorded, print_table, throughput_figure
-from course.bench.shapes import (BROAD_FAMILIES, DTYPES, MODES, PROJECTIONS, ROW_MAJOR_B, SQUARES, TOKENS,
-                                 WAVE_QUANTIZED, WEIGHT_GRAD, broad_group, broad_set, shape_set)
+from course.bench.shapes import (BROAD_FAMILIES, BROAD_SQUARES, DTYPES, MODES, NEAR_SQUARE, PROJECTIONS, ROW_MAJOR_B,
+                                 SQUARES, TOKENS, WAVE_QUANTIZED, WEIGHT_GRAD, broad_group, broad_set, shape_set)
 
 __all__ = ["run_copy", "precompile", "run_gemm", "HOST_SHAPES", "host_rows", "print_host_table", "run_host",
-           "plot_recorded", "print_table", "throughput_figure", "BROAD_FAMILIES", "DTYPES", "MODES", "PROJECTIONS",
-           "ROW_MAJOR_B", "SQUARES", "TOKENS", "WAVE_QUANTIZED", "WEIGHT_GRAD", "broad_group", "broad_set",
+           "plot_recorded", "print_table", "throughput_figure", "BROAD_FAMILIES", "BROAD_SQUARES", "DTYPES", "MODES",
+           "NEAR_SQUARE", "PROJECTIONS", "ROW_MAJOR_B", "SQUARES", "TOKENS", "WAVE_QUANTIZED", "WEIGHT_GRAD", "broad_group", "broad_set",
            "shape_set"]

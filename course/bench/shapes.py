@@ -21,7 +21,7 @@ OUT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.bfloat
 # The broad set (``--set broad``): shapes nothing in course.gemm.config was tuned on. Other model
 # families' projections, (family, hidden size, [(projection, K, N)]), at decode batches and prefill
 # lengths; vocabulary projections; B stored row-major as well as K-major; weight gradients (A is the
-# transposed activations); seeded random sizes.
+# transposed activations); near-square sizes; seeded random sizes.
 BROAD_FAMILIES = [
     ("Qwen2.5-7B", [("qkv", 3584, 4608), ("o", 3584, 3584), ("gate_up", 3584, 37888), ("down", 18944, 3584)]),
     ("Gemma-2-9B", [("qkv", 3584, 8192), ("o", 4096, 3584), ("gate_up", 3584, 28672), ("down", 14336, 3584)]),
@@ -32,8 +32,13 @@ BROAD_FAMILIES = [
 ]
 BROAD_VOCAB = [("Llama-3", 4096, 128256), ("Qwen2.5-7B", 3584, 152064), ("Gemma-2-9B", 3584, 256000)]
 BROAD_TOKENS = [1, 32, 1000, 4096]
+# Square and near-square sizes from 1,000 to 5,000 that no tile divides: a few elements past a multiple
+# of 128 (the last row and column of tiles nearly empty), odd (rows no multiple of 16 bytes) or neither.
+BROAD_SQUARES = [(n, n, n) for n in (1000, 1032, 1153, 2056, 2500, 3080, 3333, 4104, 4999)] + [
+    (1500, 1700, 1600), (2056, 2048, 2176), (3000, 3200, 2904), (4104, 3976, 4096), (4800, 5000, 4616)]
 ROW_MAJOR_B = " [B row-major]"  # in a case's name: b is stored (K, N) row-major, not as w.T
 WEIGHT_GRAD = "dW "  # a case's name starts with it: a is stored transposed (activations^T)
+NEAR_SQUARE = "near-square "  # a case's name starts with it: one of BROAD_SQUARES
 
 
 def broad_set(quick: bool = False, seed: int = 0):
@@ -47,6 +52,8 @@ def broad_set(quick: bool = False, seed: int = 0):
               if proj == "o"]
     cases += [(f"{WEIGHT_GRAD}{fam} {proj} tokens=4096", k, n, 4096) for fam, projs in families[:2]
               for proj, k, n in projs if proj in ("qkv", "down")]
+    squares = BROAD_SQUARES[::3] if quick else BROAD_SQUARES
+    cases += [(f"{NEAR_SQUARE}{M}x{N}x{K}", M, N, K) for M, N, K in squares]
     rng = random.Random(seed)
     cases += [(f"random {i}", rng.randint(1, 8192), rng.randint(1, 8192), rng.randint(1, 8192))
               for i in range(4 if quick else 10)]
@@ -68,9 +75,11 @@ def shape_set(quick: bool):
 
 def broad_group(name: str) -> str:
     """The group of a broad-set case, by its name: decode, prefill, vocab, B row-major, weight
-    gradient or random."""
+    gradient, near-square or random."""
     if name.startswith(WEIGHT_GRAD):
         return "weight gradient"
+    if name.startswith(NEAR_SQUARE):
+        return "near-square"
     if ROW_MAJOR_B in name:
         return "B row-major"
     if name.startswith("random"):

@@ -185,6 +185,7 @@ def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scal
         wide = gluon_gemm.wide_launch(a, b, work, bias, swap, sm_count(), tile=tile)
         wide(a, b, work, bias)
         route = lambda a, b, c, bias, a_scale, b_scale: wide(a, b, c, bias)  # noqa: E731
+        route.addressed = wide.addressed
     else:
         if autotune and config is None and not runtime.INTERPRET:
             config, mode = plans.autotuned(a, b, work, mode, bias=bias, **scales)

@@ -361,7 +361,8 @@ def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.T
 def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = None, tile: tuple = WIDE):
     """``launch(a, b, c, bias)``, which runs :func:`matmul_wide` for operands laid out as these (the
     same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
-    (``course.gemm.launcher``)."""
+    (``course.gemm.launcher``); after that launch, ``launch.addressed(pa, pb, pc, a, b, c, bias)`` is
+    the same for a caller that has the addresses of a, b and c (a route of ``course.gemm.plans``)."""
     M, K = a.shape
     N = b.shape[1]
     y_kmajor = swap or tma_layout(b) == "columns"  # swap: Y = A (M x K), a K-major operand
@@ -397,4 +398,10 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = Non
         bound(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias if bias is not None else c, R, Q, K)
         return c
 
+    def addressed(pa, pb, pc, a, b, c, bias, a_scale=None, b_scale=None):
+        px, py = (pb, pa) if swap else (pa, pb)
+        if not bound.direct(px, py, py, pc, pc, pc if bias is None else bias.data_ptr(), R, Q, K):
+            launch(a, b, c, bias)
+
+    launch.addressed = addressed
     return launch

@@ -18,7 +18,7 @@ descriptors of the same shape, strides and block. Under the interpreter, with a 
 installed (a profiler) or on a Triton whose launchers look different, every call goes through
 ``kernel[grid]``. The direct path reads the internals of Triton's CUDA launcher
 (``triton/backends/nvidia/driver.py``), which changed in Triton 3.8: :data:`LAUNCHER_ABI` is the one
-place that tells the two apart, and ``tests/test_launcher.py`` checks the path on the Triton in use.
+place that tells the two apart, and ``tests/gemm/test_launcher.py`` checks the path on the Triton in use.
 """
 
 import torch

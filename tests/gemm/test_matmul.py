@@ -1,5 +1,6 @@
-"""Tests of the GEMM launchers (course.gemm): results against float64, every mode, layout and dtype,
-Stream-K sharing, and every error message.
+"""Tests of course.gemm's results (matmul, matmul_int8): against float64 in every mode, layout and dtype,
+int8 with scales, Stream-K sharing and the tail split, edges (overlapping outputs, empty products,
+offsets past 2^31) and every error message.
 
 Under the interpreter (CI, no GPU) the problems are tiny and blocks are 16; on a GPU the same tests
 run compiled on larger problems (``course.pick``). bf16 and fp8 need a GPU (``@pytest.mark.gpu``).
@@ -13,16 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from gemm_cases import MODES, TAIL_CASES, gpu, int8_case, randn, reference
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 from course import gemm
-from course.gemm import config as gemm_config, inputs as gemm_inputs, layout as gemm_layout, gluon as gluon_gemm
 from course.check import check, poisoned, tolerance
 from course.gemm import Config, matmul, matmul_int8
+from course.gemm import config as gemm_config
+from course.gemm import inputs as gemm_inputs
+from course.gemm import layout as gemm_layout
 from course.runtime import DEVICE, INTERPRET, pick
 
-gpu = pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
-MODES = ["persistent", "streamk", "auto"]
 FLOAT_DTYPES = [torch.float16, torch.float32]
 
 _rng = random.Random(20261121)
@@ -35,15 +37,6 @@ SHAPES = pick(
 )
 
 
-def _reference(a, b, bias=None):
-    ref = a.double().cpu() @ b.double().cpu()
-    return ref if bias is None else ref + bias.double().cpu()
-
-
-def _randn(*shape, dtype=torch.float16):
-    return torch.randn(*shape, device=DEVICE).to(dtype)
-
-
 # --- results ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -51,10 +44,10 @@ def _randn(*shape, dtype=torch.float16):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matmul_matches_float64(shape, dtype, mode):
     M, N, K = shape
-    a, b = _randn(M, K, dtype=dtype), _randn(K, N, dtype=dtype)
+    a, b = randn(M, K, dtype=dtype), randn(K, N, dtype=dtype)
     out = poisoned((M, N), dtype, DEVICE)
     matmul(a, b, mode=mode, out=out)
-    check(f"matmul {M}x{N}x{K} {mode}", out, _reference(a, b))
+    check(f"matmul {M}x{N}x{K} {mode}", out, reference(a, b))
 
 
 @pytest.mark.parametrize("a_layout", ["row", "transposed", "strided"])
@@ -66,25 +59,25 @@ def test_any_strides_without_copies(a_layout, b_layout, monkeypatch):
 
     def make(rows, cols, layout):
         if layout == "row":
-            return _randn(rows, cols)
+            return randn(rows, cols)
         if layout == "transposed":
-            return _randn(cols, rows).T
-        return _randn(rows, 3 * cols)[:, ::3]  # every third column: strides (3*cols, 3)
+            return randn(cols, rows).T
+        return randn(rows, 3 * cols)[:, ::3]  # every third column: strides (3*cols, 3)
 
     a, b = make(M, K, a_layout), make(K, N, b_layout)
     out = poisoned((N, M), torch.float16, DEVICE).T  # a transposed output view
     result = matmul(a, b, out=out)
     assert result.data_ptr() == out.data_ptr()
-    check(f"A {a_layout}, B {b_layout}, C transposed", out, _reference(a, b))
+    check(f"A {a_layout}, B {b_layout}, C transposed", out, reference(a, b))
 
 
 def test_strided_output_rows():
     M, N, K = pick(cpu=(20, 24, 18), gpu=(300, 256, 200))
-    a, b = _randn(M, K), _randn(K, N)
+    a, b = randn(M, K), randn(K, N)
     big = poisoned((2 * M, N + 8), torch.float16, DEVICE)
     out = big[::2, 4:4 + N]  # every other row of a wider matrix
     matmul(a, b, out=out)
-    check("C with a row stride", out, _reference(a, b))
+    check("C with a row stride", out, reference(a, b))
     assert torch.isnan(big[1::2]).all(), "rows between the output rows were overwritten"
 
 
@@ -101,69 +94,41 @@ def test_short_products_with_unaligned_weights_take_narrow_k_steps():
     assert gemm.unaligned_decode_config(meta(1, 4095, dtype=torch.int8), meta(4096, 4095, dtype=torch.int8).T) is None
 
 
-def test_cached_launch_plans_follow_layout_and_alignment(monkeypatch):
-    # One shape, five operand layouts in a row: each needs its own launch plan (TMA or pointer
-    # loads, transposed or not), so a plan cached for one must never serve another.
-    monkeypatch.setattr(gemm_layout, "MACS_PER_COPIED_ELEMENT", float("inf"))  # no aligned copies
-    M, N, K = pick(cpu=(24, 40, 32), gpu=(256, 320, 192))
-    base = _randn(M * K + 8)
-    variants = {
-        "row-major": (_randn(M, K), _randn(K, N)),
-        "B transposed": (_randn(M, K), _randn(N, K).T),
-        "A 2 bytes off 16-byte alignment": (base[1:1 + M * K].view(M, K), _randn(K, N)),
-        "A transposed": (_randn(K, M).T, _randn(K, N)),
-        "row-major again": (_randn(M, K), _randn(K, N)),
-    }
-    gemm.plans.PLANS.clear()
-    for name, (a, b) in variants.items():
-        out = poisoned((M, N), torch.float16, DEVICE)
-        matmul(a, b, out=out, mode="persistent")
-        check(f"{name} after the others", out, _reference(a, b))
-    assert len(gemm.plans.PLANS) == 4, "the two row-major calls share a plan, every other layout has its own"
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("bias_dtype", [torch.float32, torch.float16], ids=["bias32", "bias16"])
 def test_bias_per_output_column(mode, bias_dtype):
     M, N, K = pick(cpu=(21, 37, 30), gpu=(700, 900, 500))
-    a, b = _randn(M, K), _randn(K, N)
-    bias = _randn(N, dtype=bias_dtype)
+    a, b = randn(M, K), randn(K, N)
+    bias = randn(N, dtype=bias_dtype)
     out = poisoned((M, N), torch.float16, DEVICE)
     matmul(a, b, bias=bias, mode=mode, out=out)
-    check(f"bias {mode}", out, _reference(a, b, bias))
+    check(f"bias {mode}", out, reference(a, b, bias))
 
 
 def test_strided_bias():
     M, N, K = pick(cpu=(9, 20, 17), gpu=(100, 300, 64))
-    a, b = _randn(M, K), _randn(K, N)
-    bias = _randn(2 * N, dtype=torch.float32)[::2]
-    check("bias with stride 2", matmul(a, b, bias=bias), _reference(a, b, bias))
+    a, b = randn(M, K), randn(K, N)
+    bias = randn(2 * N, dtype=torch.float32)[::2]
+    check("bias with stride 2", matmul(a, b, bias=bias), reference(a, b, bias))
 
 
 def test_out_dtype_float32_from_float16():
     M, N, K = pick(cpu=(17, 18, 19), gpu=(300, 301, 302))
-    a, b = _randn(M, K), _randn(K, N)
+    a, b = randn(M, K), randn(K, N)
     out = matmul(a, b, out_dtype=torch.float32)
     assert out.dtype == torch.float32
-    check("fp16 in, fp32 out", out, _reference(a, b))
+    check("fp16 in, fp32 out", out, reference(a, b))
 
 
 @pytest.mark.parametrize("K", pick(cpu=[1, 5, 15, 17], gpu=[1, 5, 17, 63, 100]))
 def test_k_smaller_than_or_not_a_multiple_of_block_k(K):
     M, N = pick(cpu=(19, 23), gpu=(260, 300))
     assert K < 16 or K % 16, "the test wants a K that is not a multiple of the smallest block"
-    a, b = _randn(M, K), _randn(K, N)
+    a, b = randn(M, K), randn(K, N)
     for mode in ("persistent", "streamk"):
         out = poisoned((M, N), torch.float16, DEVICE)
         matmul(a, b, mode=mode, out=out)
-        check(f"K={K} {mode}", out, _reference(a, b))
-
-
-# A cut of C along rows ("m") and one along columns ("n") that tail_plan_for accepts here: on a GPU
-# with the heuristic's 128 x 256 tiles (3000 rows: 22 rows of tiles fill 2 waves of 132 SMs), on
-# the CPU with 16 x 16 tiles and 4 programs.
-TAIL_CASES = pick(cpu={"m": (80, 64, 40), "n": (48, 80, 33)},
-                  gpu={"m": (3000, 2984, 1048), "n": (512, 10232, 1048)})
+        check(f"K={K} {mode}", out, reference(a, b))
 
 
 def _tail_plan(M, N, K, config=None):
@@ -179,12 +144,12 @@ def test_tail_split_matches_float64(axis, layouts):
     M, N, K = TAIL_CASES[axis]
     assert _tail_plan(M, N, K).axis == axis
     a_l, b_l, c_l = layouts
-    a = _randn(M, K) if a_l == "r" else _randn(K, M).T
-    b = _randn(K, N) if b_l == "r" else _randn(N, K).T
-    bias = _randn(N, dtype=torch.float32)
+    a = randn(M, K) if a_l == "r" else randn(K, M).T
+    b = randn(K, N) if b_l == "r" else randn(N, K).T
+    bias = randn(N, dtype=torch.float32)
     out = poisoned((M, N), torch.float16, DEVICE) if c_l == "r" else poisoned((N, M), torch.float16, DEVICE).T
     matmul(a, b, bias=bias, mode="tail", out=out)
-    check(f"tail split along {axis}, A {a_l} B {b_l} C {c_l}", out, _reference(a, b, bias))
+    check(f"tail split along {axis}, A {a_l} B {b_l} C {c_l}", out, reference(a, b, bias))
 
 
 @pytest.mark.parametrize("axis", ["m", "n"])
@@ -192,7 +157,7 @@ def test_tail_split_int8_scales_follow_the_cut(axis):
     M, N, K = TAIL_CASES[axis]
     cfg = pick(cpu=None, gpu=Config(128, 256, 128, num_warps=8, num_stages=3))  # auto picks no tail for int8
     _tail_plan(M, N, K, cfg)
-    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+    a, b, a_scale, b_scale, bias, ref = int8_case(M, N, K)
     out = poisoned((M, N), torch.float32, DEVICE)
     matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode="tail", config=cfg, out=out)
     check(f"int8 tail split along {axis}", out, ref, tol=1e-5)
@@ -209,15 +174,15 @@ def test_streamk_tile_counts(share):
     sk = gemm.streamk_tiles_for(M, N, cfg)
     expected = {"none": 0, "some": tiles % sms, "all": tiles}[share]
     assert sk == expected, f"{share}: streamk_tiles_for gave {sk} of {tiles} tiles, expected {expected}"
-    a, b = _randn(M, K), _randn(K, N)
+    a, b = randn(M, K), randn(K, N)
     out = poisoned((M, N), torch.float16, DEVICE)
     matmul(a, b, mode="streamk", config=cfg, out=out)
-    check(f"Stream-K with {sk} of {tiles} tiles", out, _reference(a, b))
+    check(f"Stream-K with {sk} of {tiles} tiles", out, reference(a, b))
 
 
 def test_streamk_is_deterministic():
     M, N, K = pick(cpu=(40, 20, 64), gpu=(1000, 700, 2000))
-    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
+    a, b = randn(M, K, dtype=torch.float32), randn(K, N, dtype=torch.float32)
     first = matmul(a, b, mode="streamk")
     again = matmul(a, b, mode="streamk")
     assert torch.equal(first, again), "Stream-K sums partial tiles in a fixed order: results must repeat"
@@ -225,32 +190,20 @@ def test_streamk_is_deterministic():
 
 def test_config_as_dict_and_modes_agree():
     M, N, K = pick(cpu=(30, 30, 30), gpu=(500, 500, 500))
-    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
+    a, b = randn(M, K, dtype=torch.float32), randn(K, N, dtype=torch.float32)
     cfg = dict(block_m=16, block_n=32, block_k=16, num_warps=4, num_stages=2)
-    ref = _reference(a, b)
+    ref = reference(a, b)
     for mode in set(gemm.MODES) - {"gluon"}:  # the Gluon kernel's tiles are fixed: it takes no config
         check(f"config dict, {mode}", matmul(a, b, mode=mode, config=cfg), ref)
 
 
 # --- int8 ---------------------------------------------------------------------------------------
 
-def _int8_case(M, N, K, k_major_b=True):
-    a = torch.randint(-127, 128, (M, K), dtype=torch.int8, device=DEVICE)
-    b = (torch.randint(-127, 128, (N, K), dtype=torch.int8, device=DEVICE).T if k_major_b
-         else torch.randint(-127, 128, (K, N), dtype=torch.int8, device=DEVICE))
-    a_scale = torch.rand(M, device=DEVICE) / 64 + 1e-3
-    b_scale = torch.rand(N, device=DEVICE) / 64 + 1e-3
-    bias = torch.randn(N, device=DEVICE)
-    ref = (a.cpu().long() @ b.cpu().long()).double() * a_scale.cpu().double()[:, None] \
-        * b_scale.cpu().double()[None, :] + bias.cpu().double()
-    return a, b, a_scale, b_scale, bias, ref
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("k_major_b", [True, False], ids=["Bkmajor", "Browmajor"])
 def test_int8_with_scales_and_bias(mode, k_major_b):
     M, N, K = pick(cpu=(23, 29, 37), gpu=(513, 1000, 1500))
-    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K, k_major_b)
+    a, b, a_scale, b_scale, bias, ref = int8_case(M, N, K, k_major_b)
     out = poisoned((M, N), torch.float32, DEVICE)
     matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode=mode, out=out)
     check(f"int8 {mode}", out, ref)
@@ -271,7 +224,7 @@ def test_int8_output_dtypes(out_dtype):
     if INTERPRET and out_dtype == torch.bfloat16:
         pytest.skip("bf16 needs a GPU")
     M, N, K = pick(cpu=(18, 20, 22), gpu=(300, 400, 500))
-    a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+    a, b, a_scale, b_scale, bias, ref = int8_case(M, N, K)
     out = matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=out_dtype)
     assert out.dtype == out_dtype
     check(f"int8 -> {out_dtype}", out, ref)
@@ -286,11 +239,11 @@ def test_int8_output_dtypes(out_dtype):
                          ids=lambda s: "x".join(map(str, s)))
 def test_bfloat16(shape, mode):
     M, N, K = shape
-    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(K, N, dtype=torch.bfloat16)
-    bias = _randn(N, dtype=torch.bfloat16)
+    a, b = randn(M, K, dtype=torch.bfloat16), randn(K, N, dtype=torch.bfloat16)
+    bias = randn(N, dtype=torch.bfloat16)
     out = poisoned((M, N), torch.bfloat16, DEVICE)
     matmul(a, b, bias=bias, mode=mode, out=out)
-    check(f"bf16 {M}x{N}x{K} {mode}", out, _reference(a, b, bias))
+    check(f"bf16 {M}x{N}x{K} {mode}", out, reference(a, b, bias))
 
 
 @gpu
@@ -309,15 +262,15 @@ def test_fp8(dtype, shape):
     out = poisoned((M, N), torch.bfloat16, DEVICE)
     for mode in ("persistent", "streamk"):
         matmul(a, b, mode=mode, out=out)
-        check(f"{dtype} {mode}", out, _reference(a, b))
+        check(f"{dtype} {mode}", out, reference(a, b))
 
 
 @gpu
 @pytest.mark.gpu
 def test_tma_and_pointer_paths_agree():
     M, N, K = 1000, 1024, 512
-    a, b = _randn(M, K, dtype=torch.float32), _randn(K, N, dtype=torch.float32)
-    ref = _reference(a, b)
+    a, b = randn(M, K, dtype=torch.float32), randn(K, N, dtype=torch.float32)
+    ref = reference(a, b)
     for tma in (True, False):
         cfg = Config(128, 128, 32, num_warps=8, num_stages=3, tma=tma)
         check(f"fp32 (TF32) tma={tma}", matmul(a, b, config=cfg), ref, tol=tolerance(torch.float32))
@@ -334,12 +287,12 @@ def test_unaligned_rows_are_copied_and_the_result_is_right(dtype, mode):
     big = poisoned((M, N + 5), torch.float32 if dtype == torch.int8 else dtype, DEVICE)
     out = big[:, :N]
     if dtype == torch.int8:
-        a, b, a_scale, b_scale, bias, ref = _int8_case(M, N, K)
+        a, b, a_scale, b_scale, bias, ref = int8_case(M, N, K)
         assert gemm.aligned_copies_for(a, b, out) == (True,) * 3
         matmul_int8(a, b, a_scale, b_scale, bias, out_dtype=torch.float32, mode=mode, out=out)
     else:
-        a, b, bias = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype).T, _randn(N, dtype=dtype)
-        ref = _reference(a, b, bias)
+        a, b, bias = randn(M, K, dtype=dtype), randn(N, K, dtype=dtype).T, randn(N, dtype=dtype)
+        ref = reference(a, b, bias)
         assert gemm.aligned_copies_for(a, b, out) == (True,) * 3
         matmul(a, b, bias=bias, mode=mode, out=out)
     check(f"unaligned {M}x{N}x{K} {str(dtype)[6:]} {mode}", out, ref)
@@ -356,10 +309,10 @@ def test_rows_off_sectors_are_copied_in_big_products(mode):
     M, N, K = 6144, 6144, 1000
     big = poisoned((M, N + 64), torch.bfloat16, DEVICE)
     out = big[:, :N]
-    a, b, bias = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T, _randn(N)
+    a, b, bias = randn(M, K, dtype=torch.bfloat16), randn(N, K, dtype=torch.bfloat16).T, randn(N)
     assert gemm.aligned_copies_for(a, b, out) == (True, True, False)
     matmul(a, b, bias=bias, mode=mode, out=out)
-    check(f"rows off sectors {M}x{N}x{K} {mode}", out, _reference(a, b, bias))
+    check(f"rows off sectors {M}x{N}x{K} {mode}", out, reference(a, b, bias))
     assert torch.isnan(big[:, N:]).all(), "columns past the output view were overwritten"
 
 
@@ -372,12 +325,12 @@ def test_short_products_with_unaligned_weights_are_right(shape, dtype):
     # M < 16: the weights are not copied; unaligned_decode_config's tiles (16 x 128 x 64, pointer
     # loads) run past every edge: odd K (K-major b) or odd N (row-major b), K not a multiple of 64
     M, N, K, kmajor = shape
-    a = _randn(M, K, dtype=dtype)
-    b = _randn(N, K, dtype=dtype).T if kmajor else _randn(K, N, dtype=dtype)
+    a = randn(M, K, dtype=dtype)
+    b = randn(N, K, dtype=dtype).T if kmajor else randn(K, N, dtype=dtype)
     out = poisoned((M, N), dtype, DEVICE)
     assert gemm.unaligned_decode_config(a, b) is not None
     matmul(a, b, out=out)
-    check(f"unaligned decode {M}x{N}x{K} {str(dtype)[6:]}", out, _reference(a, b))
+    check(f"unaligned decode {M}x{N}x{K} {str(dtype)[6:]}", out, reference(a, b))
 
 
 @gpu
@@ -389,232 +342,11 @@ def test_tensor_descriptors_for_every_layout(layouts, mode):
     # operand goes through a host-built tensor descriptor, stored row- (r) or column-major (c).
     M, N, K = 1000, 776, 1048
     a_l, b_l, c_l = layouts
-    a = _randn(M, K) if a_l == "r" else _randn(K, M).T
-    b = _randn(K, N) if b_l == "r" else _randn(N, K).T
+    a = randn(M, K) if a_l == "r" else randn(K, M).T
+    b = randn(K, N) if b_l == "r" else randn(N, K).T
     out = poisoned((M, N), torch.float16, DEVICE) if c_l == "r" else poisoned((N, M), torch.float16, DEVICE).T
     matmul(a, b, mode=mode, out=out)
-    check(f"TMA A {a_l} B {b_l} C {c_l} {mode}", out, _reference(a, b))
-
-
-@gpu
-@pytest.mark.gpu
-@pytest.mark.parametrize("mode", MODES + ["tail", "gluon"])
-def test_matmul_replays_in_a_cuda_graph(mode):
-    # The way to pay the Python launch cost once: capture, then replay on new data in place.
-    if mode == "gluon" and not gemm_config.gluon_here():
-        pytest.skip("the Gluon kernel needs an sm_90 GPU")
-    M, N, K = TAIL_CASES["n"] if mode == "tail" else (512, 1024, 768)
-    a, b = _randn(M, K), _randn(N, K).T
-    out = poisoned((M, N), torch.float16, DEVICE)
-    matmul(a, b, mode=mode, out=out)  # compile and allocate outside the capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        matmul(a, b, mode=mode, out=out)
-    for _ in range(2):
-        a.copy_(_randn(M, K))
-        out.fill_(float("nan"))
-        graph.replay()
-        check(f"CUDA graph replay ({mode})", out, _reference(a, b))
-
-
-@pytest.mark.parametrize("mode", MODES + ["tail", "gluon", "int8"])
-def test_repeated_calls_take_the_recorded_route_and_stay_right(mode):
-    """The second call with the same layouts skips the checks and plans (``gemm.plans.ROUTES``) and
-    launches the bound kernel; fresh values, a bias at another alignment and an aliasing ``out``
-    must still come out right or be refused."""
-    if mode == "gluon" and not gemm_config.gluon_here():
-        pytest.skip("the Gluon kernel needs an sm_90 GPU")
-    M, N, K = TAIL_CASES["n"] if mode == "tail" else pick(cpu=(33, 47, 19), gpu=(1000, 1000, 520))
-    dtype = pick(cpu=torch.float16, gpu=torch.bfloat16)
-
-    def call(bias, out):
-        if mode == "int8":
-            a8, b8, sa, sb, _, _ = _int8_case(M, N, K)
-            ref = (_reference(a8, b8) * sa.double().cpu()[:, None] * sb.double().cpu()[None, :]
-                   + bias.double().cpu())
-            return matmul_int8(a8, b8, sa, sb, bias, out_dtype=torch.float32, out=out), ref
-        a, b = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype).T
-        return matmul(a, b, bias=bias, mode=mode, out=out), _reference(a, b, bias)
-
-    out_dtype = torch.float32 if mode == "int8" else dtype
-    for attempt in range(3):
-        out = poisoned((M, N), out_dtype, DEVICE)
-        got, ref = call(_randn(N, dtype=torch.float32), out)
-        check(f"{mode}, call {attempt + 1}", got, ref)
-    if not INTERPRET:
-        assert gemm.plans.ROUTES, "no route was recorded: every call went through the checks and the planning"
-    shifted_bias = _randn(N + 1, dtype=torch.float32)[1:]  # 4 bytes off: another alignment, another route
-    check(f"{mode}, a bias 4 bytes off", *call(shifted_bias, poisoned((M, N), out_dtype, DEVICE)))
-    check(f"{mode}, a float16 bias", *call(_randn(N, dtype=torch.float16), poisoned((M, N), out_dtype, DEVICE)))
-    if mode != "int8":  # an out that overlaps a, laid out as the outs before it
-        b = _randn(N, K, dtype=dtype).T
-        matmul(_randn(M, K, dtype=dtype), b, mode=mode, out=_randn(M, N, dtype=dtype))
-        buf = _randn(M * K + M * N, dtype=dtype)
-        a, out = buf[:M * K].view(M, K), buf[16:16 + M * N].view(M, N)  # 16 elements on: the same alignment
-        with pytest.raises(ValueError, match="out and a share memory"):
-            matmul(a, b, mode=mode, out=out)
-
-
-@gpu
-@pytest.mark.gpu
-@pytest.mark.parametrize("mode, M, N, K", [("auto", 1, 4096, 4096), ("auto", 512, 1024, 1000),
-                                           ("gluon", 512, 1024, 1024)])  # pointers; TMA descriptors; Gluon
-def test_a_replayed_call_goes_through_triton_while_a_profiler_hook_is_installed(mode, M, N, K):
-    import triton
-
-    if mode == "gluon" and not gemm_config.gluon_here():
-        pytest.skip("the Gluon kernel needs an sm_90 GPU")
-    b = _randn(N, K).T
-    for _ in range(2):  # the second call replays the first's route
-        a = _randn(M, K)
-        check("replayed", matmul(a, b, mode=mode, out=poisoned((M, N), torch.float16, DEVICE)), _reference(a, b))
-    seen = []
-    hook = lambda metadata: seen.append(metadata)  # noqa: E731  (a profiler's hook)
-    triton.knobs.runtime.launch_enter_hook.add(hook)
-    try:
-        a = _randn(M, K)
-        got = matmul(a, b, mode=mode, out=poisoned((M, N), torch.float16, DEVICE))
-    finally:
-        triton.knobs.runtime.launch_enter_hook.remove(hook)
-    check("with a hook", got, _reference(a, b))
-    assert seen, "the hook saw no launch: the route launched around Triton"
-
-
-def test_a_replayed_call_still_refuses_an_out_that_overlaps_an_input():
-    # gemm.plans.again replays a recorded route (compiled only); its overlap check runs here without a GPU
-    launched = []
-    M, N, K = 8, 6, 16
-    a, b, out = _randn(M, K), _randn(K, N), _randn(M, N)
-    call = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, None, None, None))
-    fresh = _randn(M, N)
-    assert call(a, b, None, fresh) is fresh and len(launched) == 1
-    buf = _randn(M * K + M * N)
-    with pytest.raises(ValueError, match="out and a share memory"):
-        call(buf[:M * K].view(M, K), b, None, buf[16:16 + M * N].view(M, N))
-    assert len(launched) == 1, "refused before launching"
-    bias = _randn(N)
-    with_bias = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (out, a, b, bias, None, None))
-    buf = _randn(M * N + N)
-    with pytest.raises(ValueError, match="out and bias share memory"):
-        with_bias(a, b, buf[M * N - 2:M * N - 2 + N], buf[:M * N].view(M, N))
-    buf = _randn(K * N + M * N)
-    with pytest.raises(ValueError, match="out and b share memory"):
-        with_bias(a, buf[:K * N].view(K, N), bias, buf[K * N - 8:K * N - 8 + M * N].view(M, N))
-    assert len(launched) == 1, "refused before launching"
-    # a call without out has a key of its own, and its route makes a new output each time
-    new_out = gemm.plans.again(lambda *args: launched.append(args), M, N, torch.float16, (None, a, b, None, None, None))
-    assert new_out(a, b, None, None).shape == (M, N) and len(launched) == 2
-
-
-@gpu
-@pytest.mark.gpu
-def test_autotune_picks_a_config_that_is_right():
-    M, N, K = 512, 768, 1024
-    a, b = _randn(M, K), _randn(K, N)
-    check("autotuned", matmul(a, b, autotune=True), _reference(a, b))
-    check("autotuned (cached)", matmul(a, b, autotune=True), _reference(a, b))
-
-
-@pytest.mark.skipif(gluon_gemm.gluon is None, reason="this Triton has no Gluon")
-def test_gluon_group_keeps_the_waves_on_few_operand_rows():
-    """gluon_gemm.group_for (132 programs): row-major order (1) where the tiles are few across, as
-    GPT-2-XL's 1600 columns in 128 x 144 tiles and Phi-3-mini qkv at M = 1000 with the rows along N;
-    the default 8 on the benchmark set's Gluon shapes."""
-    assert gluon_gemm.group_for(4096, 1600, (128, 144), 132) == 1
-    assert gluon_gemm.group_for(9216, 1000, (192, 128), 132) == 1
-    for rows, cols, tile in [(1536, 1536, (128, 144)), (3072, 3072, (192, 128)), (6144, 512, (192, 128)),
-                             (512, 10240, (128, 320)), (1000, 4544, (128, 144))]:
-        assert gluon_gemm.group_for(rows, cols, tile, 132) == 8, (rows, cols, tile)
-
-
-def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
-    # Gluon has no interpreter, so on a CPU this is the only check of the kernel: Triton compiles it
-    # for sm_90 to a cubin (API drift between Triton releases fails here, not on a learner's GPU).
-    # A fresh process: one that has interpreted kernels cannot compile Gluon (see the script).
-    script = Path(__file__).with_name("gluon_compile_check.py")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
-    built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
-    assert len(built) == 2 * len(gluon_gemm.TILES), run.stdout  # every tile shape, both orientations
-    for shared, wgmmas, copies, cubin in built:  # the ring of stages fits Hopper's 227 KB
-        assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
-
-
-needs_gluon = pytest.mark.skipif(INTERPRET or not gemm_config.gluon_here(), reason="the Gluon kernel needs an sm_90 GPU")
-
-
-@needs_gluon
-@pytest.mark.gpu
-def test_gluon_kernel_reads_a_strided_bias():
-    # the Gluon kernel reads bias[col] with a unit stride: a strided bias is made contiguous first
-    M, N, K = 601, 1000, 136
-    a, b = _randn(M, K), _randn(K, N)
-    bias = _randn(3 * N, dtype=torch.float32)[::3]
-    check("gluon, bias with stride 3", matmul(a, b, bias=bias, mode="gluon"), _reference(a, b, bias))
-
-
-@needs_gluon
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("b_layout", ["kmajor", "row"])
-@pytest.mark.parametrize("swap", [False, True], ids=["rows_along_M", "rows_along_N"])
-@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (601, 1000, 40), (1, 8, 8), (200, 328, 136), (512, 6144, 520)],
-                         ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("tile", list(gluon_gemm.TILES), ids=lambda t: "x".join(map(str, t)))
-def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
-    # Odd M, K below and not a multiple of the K step, tiles past every edge (136 columns: the
-    # 128 x 144 tile's last 16 are past N); both orientations, both tile shapes.
-    M, N, K = shape
-    a = _randn(M, K, dtype=dtype)
-    b = _randn(N, K, dtype=dtype).T if b_layout == "kmajor" else _randn(K, N, dtype=dtype)
-    out = poisoned((M, N), dtype, DEVICE)
-    why = gluon_gemm.unsupported(a, b, out, swap)
-    if swap and b_layout == "row":
-        assert "K-major" in why
-        return
-    assert why is None
-    bias = _randn(N, dtype=torch.float32)
-    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm_config.sm_count(), tile=tile)
-    check(f"gluon {tile} {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, _reference(a, b, bias))
-
-
-@needs_gluon
-@pytest.mark.gpu
-def test_auto_skips_gluon_tiles_that_read_a_row_major_b_badly(monkeypatch):
-    M, N, K = 1000, 4544, 4544  # Falcon-7B o: auto's first Gluon tile is 128 x 144, 288-byte rows of B
-    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(K, N, dtype=torch.bfloat16)  # b row-major
-    calls = []
-    real = gluon_gemm.wide_launch
-    monkeypatch.setattr(gluon_gemm, "wide_launch",
-                        lambda *args, **kw: calls.append(kw["tile"]) or real(*args, **kw))
-    out = poisoned((M, N), torch.bfloat16, DEVICE)
-    matmul(a, b, out=out)
-    assert (128, 144) not in calls
-    check("auto, row-major b, Falcon-7B o at M = 1000", out, _reference(a, b))
-
-
-@needs_gluon
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (512, 6144, 4096), (3072, 3072, 3072), (512, 10240, 8192)],
-                         ids=lambda s: "x".join(map(str, s)))
-def test_auto_runs_the_gluon_kernel_where_it_pays(shape, monkeypatch):
-    M, N, K = shape
-    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16).T
-    cfg = gemm.heuristic_config(M, N, K, torch.bfloat16)
-    if not gemm.gluon_tiles_for(M, N, K, cfg):  # another SM count (e.g. an H100 PCIe): not this GPU's choice
-        pytest.skip(f"auto does not pick the Gluon kernel for {shape} on {gemm_config.sm_count()} SMs")
-    expected = gemm.gluon_tiles_for(M, N, K, cfg)[0]  # (tile, swap): b is K-major, all suit
-    calls = []
-    real = gluon_gemm.wide_launch
-    monkeypatch.setattr(gluon_gemm, "wide_launch",
-                        lambda *args, **kw: calls.append((kw["tile"], args[4])) or real(*args, **kw))
-    out = poisoned((M, N), torch.bfloat16, DEVICE)
-    matmul(a, b, out=out)
-    assert calls == [expected]
-    check(f"auto (gluon) {M}x{N}x{K}", out, _reference(a, b))
-    matmul(a.T.contiguous().T, b, out=out)  # a column-major a: the Gluon kernel cannot read it, Triton runs
-    assert calls == [expected]
-    check(f"auto (gluon fallback) {M}x{N}x{K}", out, _reference(a, b))
+    check(f"TMA A {a_l} B {b_l} C {c_l} {mode}", out, reference(a, b))
 
 
 # --- issue 23: edges that gave wrong answers without an error, or a crash ------------------------
@@ -629,7 +361,7 @@ def _int8_reference(a, b, a_scale, b_scale, bias=None):
 def test_int8_scales_and_bias_with_strides(mode):
     # the kernel once built its scale view with unit strides: a_scale=s[::2] read s[0], s[1], ...
     M, N, K = pick(cpu=(33, 29, 40), gpu=(700, 500, 300))
-    a, b, _, _, _, _ = _int8_case(M, N, K)
+    a, b, _, _, _, _ = int8_case(M, N, K)
     a_scale = (torch.rand(2 * M, device=DEVICE) / 64 + 1e-3)[::2]
     b_scale = (torch.rand(3 * N, device=DEVICE) / 64 + 1e-3)[::3]
     bias = torch.randn(4 * N, device=DEVICE)[1::4]
@@ -642,20 +374,20 @@ def test_int8_scales_and_bias_with_strides(mode):
 def _overlap_cases():
     """(name, call, error regex or None for "computes the right product")."""
     n = pick(cpu=24, gpu=256)
-    sq = lambda: _randn(n, n, dtype=torch.float32)  # noqa: E731
+    sq = lambda: randn(n, n, dtype=torch.float32)  # noqa: E731
     cases = []
     x = sq()
     cases.append(("out is a", lambda: matmul(x, sq(), out=x), r"out and a share memory"))
     y = sq()
     cases.append(("out is b", lambda: matmul(sq(), y, out=y), r"out and b share memory"))
-    big = _randn(2 * n, n, dtype=torch.float32)
+    big = randn(2 * n, n, dtype=torch.float32)
     cases.append(("out overlaps a in part", lambda: matmul(big[:n], sq(), out=big[n // 2:n // 2 + n]),
                   r"out and a share memory"))
     rows = torch.empty(2 * n, device=DEVICE).as_strided((n, n), (1, 1))  # row i starts at element i
     cases.append(("out overlaps itself", lambda: matmul(sq(), sq(), out=rows), r"out .* share one memory location"))
     odd = torch.empty(64, device=DEVICE).as_strided((4, 4), (2, 3))  # (3, 0) and (0, 2) are both element 6
-    cases.append(("out overlaps itself, odd strides", lambda: matmul(_randn(4, 8, dtype=torch.float32),
-                                                                      _randn(8, 4, dtype=torch.float32), out=odd),
+    cases.append(("out overlaps itself, odd strides", lambda: matmul(randn(4, 8, dtype=torch.float32),
+                                                                      randn(8, 4, dtype=torch.float32), out=odd),
                   r"out .* share one memory location"))
     z = sq()
     cases.append(("bias is a row of out", lambda: matmul(sq(), sq(), bias=z[0], out=z), r"out and bias share memory"))
@@ -678,31 +410,31 @@ def test_output_that_overlaps_an_input_or_itself_is_refused(name, call, message)
 def test_interleaved_views_of_one_buffer_are_not_overlaps():
     # rows 0, 2, 4... are a, rows 1, 3, 5... the output; an odd-strided output whose elements are distinct
     M, N, K = pick(cpu=(12, 12, 12), gpu=(300, 300, 300))
-    buf = _randn(2 * M, K, dtype=torch.float32)
+    buf = randn(2 * M, K, dtype=torch.float32)
     a, out = buf[0::2], buf[1::2]
     a_before = a.clone()
-    b = _randn(K, N, dtype=torch.float32)
+    b = randn(K, N, dtype=torch.float32)
     out.fill_(float("nan"))
     matmul(a, b, out=out)
-    check("out interleaved with a", out, _reference(a_before, b))
+    check("out interleaved with a", out, reference(a_before, b))
     assert torch.equal(a, a_before)
     odd = poisoned((16,), torch.float32, DEVICE).as_strided((3, 3), (3, 2))  # offsets 0, 2, 4, 3, 5, 7, 6, 8, 10
-    a, b = _randn(3, 5, dtype=torch.float32), _randn(5, 3, dtype=torch.float32)
+    a, b = randn(3, 5, dtype=torch.float32), randn(5, 3, dtype=torch.float32)
     matmul(a, b, out=odd)
-    check("odd strides, distinct elements", odd, _reference(a, b))
+    check("odd strides, distinct elements", odd, reference(a, b))
 
 
 def test_lazy_negation_views_are_resolved():
     M, N, K = pick(cpu=(20, 18, 24), gpu=(300, 200, 100))
-    a, b, bias = _randn(M, K), _randn(K, N), _randn(N, dtype=torch.float32)
-    ref = _reference(a, b, bias)
+    a, b, bias = randn(M, K), randn(K, N), randn(N, dtype=torch.float32)
+    ref = reference(a, b, bias)
     check("-a @ b", matmul(torch._neg_view(a), b, bias=-bias), -ref)
     check("a @ -b", matmul(a, torch._neg_view(b), bias=-bias), -ref)
-    check("a @ b - bias", matmul(a, b, bias=torch._neg_view(bias)), _reference(a, b, -bias))
+    check("a @ b - bias", matmul(a, b, bias=torch._neg_view(bias)), reference(a, b, -bias))
     out = torch._neg_view(poisoned((M, N), torch.float16, DEVICE))
     matmul(a, b, bias=bias, out=out)
     check("into a negated out", out, ref)
-    a8, b8, sa, sb, bias8, ref8 = _int8_case(M, N, K)
+    a8, b8, sa, sb, bias8, ref8 = int8_case(M, N, K)
     check("int8, negated a and a_scale", matmul_int8(torch._neg_view(a8), b8, torch._neg_view(sa), sb, bias8,
                                                      out_dtype=torch.float32), ref8)
 
@@ -711,12 +443,12 @@ def test_lazy_negation_views_are_resolved():
 def test_empty_products_are_what_torch_gives(shape):
     # K = 0: C = 0 (+ bias), as torch.mm / torch.addmm; M = 0 or N = 0: an empty C
     M, N, K = shape
-    a, b = _randn(M, K), _randn(K, N)
-    check("empty product", matmul(a, b), _reference(a, b))
-    bias = _randn(N, dtype=torch.float32)
+    a, b = randn(M, K), randn(K, N)
+    check("empty product", matmul(a, b), reference(a, b))
+    bias = randn(N, dtype=torch.float32)
     out = poisoned((M, N), torch.float32, DEVICE)
     assert matmul(a, b, bias=bias, out_dtype=torch.float32, out=out) is out
-    check("empty product + bias", out, _reference(a, b, bias))
+    check("empty product + bias", out, reference(a, b, bias))
     a8, b8 = torch.ones(M, K, dtype=torch.int8, device=DEVICE), torch.ones(K, N, dtype=torch.int8, device=DEVICE)
     check("empty int8 product", matmul_int8(a8, b8, _ones(M), _ones(N), bias, out_dtype=torch.float32),
           _int8_reference(a8, b8, _ones(M), _ones(N), bias))
@@ -724,14 +456,14 @@ def test_empty_products_are_what_torch_gives(shape):
 
 def test_inputs_that_require_grad_work_under_no_grad():
     M, N, K = pick(cpu=(17, 16, 15), gpu=(300, 200, 100))
-    a = _randn(M, K, dtype=torch.float32).requires_grad_()
-    b = _randn(K, N, dtype=torch.float32).requires_grad_()
+    a = randn(M, K, dtype=torch.float32).requires_grad_()
+    b = randn(K, N, dtype=torch.float32).requires_grad_()
     with pytest.raises(RuntimeError, match=r"a requires grad"):
         matmul(a, b)
     with torch.no_grad():
         out = matmul(a, b)
     assert not out.requires_grad
-    check("requires_grad inputs under no_grad", out, _reference(a, b))
+    check("requires_grad inputs under no_grad", out, reference(a, b))
 
 
 def _far_apart(rows, cols, dtype, gap, *, transposed=False):
@@ -766,8 +498,8 @@ def test_offsets_past_2_31_are_read_and_written_right(operand):
         out = matmul_int8(a, b, sa, sb, out_dtype=torch.float32, config=Config(16, 16, 32, tma=False, tma_store=False))
         check("int8 a and a_scale with offsets past 2^31", out, _int8_reference(a, b, sa, sb))
         return
-    a = _far_apart(M, K, torch.float16, _GAP) if operand == "a" else _randn(M, K)
-    b = _far_apart(K, N, torch.float16, _GAP // 8, transposed=True) if operand == "b" else _randn(K, N)
+    a = _far_apart(M, K, torch.float16, _GAP) if operand == "a" else randn(M, K)
+    b = _far_apart(K, N, torch.float16, _GAP // 8, transposed=True) if operand == "b" else randn(K, N)
     bias = _far_apart(N, 1, torch.float16, _GAP // 8)[:, 0] if operand == "b" else None  # bias with stride 2^27
     if operand == "out":
         out = _far_apart(M, N, torch.float16, _GAP)
@@ -776,7 +508,7 @@ def test_offsets_past_2_31_are_read_and_written_right(operand):
         out = poisoned((M, N), torch.float16, DEVICE)
     for mode in ("persistent", "streamk"):
         matmul(a, b, bias=bias, mode=mode, config=cfg, out=out)
-        check(f"{operand} with offsets past 2^31 ({mode})", out, _reference(a, b, bias))
+        check(f"{operand} with offsets past 2^31 ({mode})", out, reference(a, b, bias))
         if operand != "out":
             break
 
@@ -817,7 +549,7 @@ def test_64_bit_offsets_compile_for_a_gpu_without_one():
     # The compiled WIDE variant can only run on a GPU; here Triton at least builds it for sm_90, with
     # 64-bit index arithmetic that the 32-bit kernel (WIDE=0) has none of. A fresh process: one that
     # has interpreted kernels cannot compile them.
-    run = subprocess.run([sys.executable, "-c", _COMPILE_WIDE, str(Path(__file__).resolve().parent.parent)],
+    run = subprocess.run([sys.executable, "-c", _COMPILE_WIDE, str(Path(__file__).resolve().parents[2])],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     counts = dict(map(int, line.split()) for line in run.stdout.splitlines() if re.fullmatch(r"\d+ \d+", line))
@@ -852,7 +584,7 @@ print("wgmma", ptx.count("wgmma.mma_async"), "tma", ptx.count("cp.async.bulk.ten
 def test_descriptor_views_compile_for_a_gpu_without_one():
     # GemmContext.reduce_k_range takes a descriptor view's K loop itself (TMA loads, Stream-K, the
     # epilogue's TMA store): Triton builds it for sm_90 here, with wgmma and bulk tensor copies.
-    run = subprocess.run([sys.executable, "-c", _COMPILE_TMA, str(Path(__file__).resolve().parent.parent)],
+    run = subprocess.run([sys.executable, "-c", _COMPILE_TMA, str(Path(__file__).resolve().parents[2])],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     counts = re.search(r"wgmma (\d+) tma (\d+)", run.stdout)
@@ -865,33 +597,10 @@ def test_offsets_past_2_31_through_tma():
     # the same operands where TMA reads them (64-bit descriptors), and a decode-sized pointer config
     M, N, K = 3, 64, 256
     a = _far_apart(M, K, torch.float16, _GAP)
-    b = _randn(N, K).T
-    check("a far apart, TMA", matmul(a, b), _reference(a, b))
+    b = randn(N, K).T
+    check("a far apart, TMA", matmul(a, b), reference(a, b))
     check("a far apart, pointer decode tiles", matmul(a, b, config=Config(16, 64, 256, tma=False, tma_store=False)),
-          _reference(a, b))
-
-
-@gpu
-@pytest.mark.gpu
-def test_streamk_launches_on_two_streams_at_once():
-    # Stream-K's partial tiles and flags were one workspace per device: two streams' launches wrote
-    # each other's partials, or waited forever on a flag the other launch had cleared
-    M, N, K = 512, 512, 4096
-    cfg = Config(64, 64, 64, num_warps=4, num_stages=3)
-    assert gemm.streamk_tiles_for(M, N, cfg) == 64, "every tile shared: the fix-up is exercised"
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-    inputs = [(_randn(M, K), _randn(K, N)) for _ in streams]
-    outs = [[poisoned((M, N), torch.float16, DEVICE) for _ in range(12)] for _ in streams]
-    torch.cuda.synchronize()
-    for r in range(12):
-        for s, (a, b), o in zip(streams, inputs, outs):
-            with torch.cuda.stream(s):
-                matmul(a, b, mode="streamk", config=cfg, out=o[r])
-    torch.cuda.synchronize()
-    for (a, b), o in zip(inputs, outs):
-        ref = _reference(a, b)
-        for r, out in enumerate(o):
-            check(f"stream-K launch {r} on its own stream", out, ref)
+          reference(a, b))
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from gemm_cases import gpu
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 from course.check import check, poisoned
@@ -35,7 +36,7 @@ def test_bound_launch_is_right_on_every_call():
     assert (bound.compiled is None) == INTERPRET, "compiled, the first call binds the kernel; interpreted, nothing"
 
 
-@pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+@gpu
 @pytest.mark.gpu
 def test_a_launch_hook_sees_every_launch():
     n = 4096
@@ -54,7 +55,7 @@ def test_a_launch_hook_sees_every_launch():
     check("with a hook", out, 2 * x.double().cpu(), tol=1e-6)
 
 
-@pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+@gpu
 @pytest.mark.gpu
 def test_direct_takes_addresses_and_declines_what_it_cannot_launch():
     n = 4096
@@ -89,7 +90,7 @@ def _double_tiles(src_desc, dst_desc, BLOCK: tl.constexpr):
     dst_desc.store([row, 0], src_desc.load([row, 0]) * 2)
 
 
-@pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+@gpu
 @pytest.mark.gpu
 def test_tensor_descriptors_are_encoded_once_per_address_and_stay_right():
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -111,7 +112,7 @@ def test_tensor_descriptors_are_encoded_once_per_address_and_stay_right():
         assert bound.takes_tensors
 
 
-@pytest.mark.skipif(INTERPRET, reason="needs a GPU (compiled kernels)")
+@gpu
 @pytest.mark.gpu
 def test_gemm_plans_launch_through_the_raw_launcher():
     from course import gemm

@@ -2,19 +2,15 @@
 strides need 64-bit offsets."""
 
 import torch
+from gemm_cases import randn
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
 from course.gemm import layout as gemm_layout
-from course.runtime import DEVICE
-
-
-def _randn(*shape):
-    return torch.randn(*shape, device=DEVICE).to(torch.float16)
 
 
 def test_aligned_copy_keeps_values_and_layout():
-    for name, t in {"row-major": _randn(5, 9), "transposed": _randn(11, 9).T,
-                    "every third column": _randn(6, 33)[:, ::3]}.items():
+    for name, t in {"row-major": randn(5, 9), "transposed": randn(11, 9).T,
+                    "every third column": randn(6, 33)[:, ::3]}.items():
         c = gemm_layout.aligned_copy(t)
         assert c.shape == t.shape and torch.equal(c, t), name
         pitch = c.stride(1) if c.stride(0) == 1 else c.stride(0)  # elements between rows as stored
@@ -42,6 +38,8 @@ def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
     # the product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of all of them
     assert gemm_layout.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (True, True, False)
     assert gemm_layout.aligned_copies_for(meta(3000, 3000), meta(3000, 3000).T, meta(3000, 3000)) == (False,) * 3
+    # C's rows off a sector are written once by the TMA store: never realigned (rows 7952 bytes apart)
+    assert gemm_layout.aligned_copies_for(meta(4104, 4096), meta(3976, 4096).T, meta(4104, 3976)) == (False,) * 3
     assert gemm_layout.aligned_copies_for(meta(4096, 1000), meta(4096, 1000).T, meta(4096, 4096)) == (False,) * 3
     # 6144 x 6144 x 1000: 3072 per element of A and B, the threshold; one row less is under it
     assert gemm_layout.aligned_copies_for(meta(6144, 1000), meta(6144, 1000).T, meta(6144, 6144)) == (True, True, False)

@@ -1,11 +1,11 @@
 """Compile course.gemm.gluon's kernel for Hopper (sm_90) down to a cubin, with or without a GPU.
 
 Gluon has no interpreter, so on a CPU this is the only way to see that the kernel still builds
-(Triton releases rename Gluon's functions; 3.9 did the TMA copies). ``tests/test_gemm.py`` runs it
+(Triton releases rename Gluon's functions; 3.9 did the TMA copies). ``tests/gemm/test_gluon.py`` runs it
 in a fresh process: a process that has interpreted kernels cannot compile this one (the interpreter
 leaves parts of ``triton.language`` in its own form). By hand, it also prints what was built:
 
-    python tests/gluon_compile_check.py
+    python tests/gemm/gluon_compile_check.py
     192x128 rows_along_M bf16 B row-major + bias: 229620 B shared, 12 wgmma, 11 TMA copies, cubin 129424 B, 16 warps
     ...
 """
@@ -13,7 +13,7 @@ leaves parts of ``triton.language`` in its own form). By hand, it also prints wh
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the course, from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the course, from a checkout
 
 from triton import compile as triton_compile  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402

@@ -9,7 +9,7 @@ Each case says which outcome it expects. Outcomes are counted as
 * ``wrong``: a result that fails the check, or no error where one was expected;
 * ``crash``: any other exception (or the process dies, which fails the whole run).
 
-The last two must be zero. ``python tests/test_bad_input_gemm.py`` runs the table and prints the
+The last two must be zero. ``python tests/gemm/test_inputs.py`` runs the table and prints the
 counts; under pytest every case is a test of its own (ids start with the expected outcome).
 Some expectations differ between the interpreter and a GPU (bf16, fp8, Gluon, tiny blocks):
 ``pick`` chooses. Items of issue 23 are marked ``[#23.n]``.

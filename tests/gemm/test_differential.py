@@ -4,7 +4,7 @@ random shape, dtype, layouts (transposed, strided, offset and lazily negated vie
 for int8) reference.
 
 Every case is a test of its own whose id says what it is; a failure names the case's seed, so
-``pytest tests/test_differential_gemm.py -k case123`` repeats it. Under the interpreter (CI, CPU)
+``pytest tests/gemm/test_differential.py -k case123`` repeats it. Under the interpreter (CI, CPU)
 the sizes stay small and the dtypes are those it computes right (fp16, fp32, int8: bf16 is wrong
 there, fp8 missing); compiled on a GPU the sizes grow and bf16 (and fp8 on sm_89+) join in.
 ``DIFFERENTIAL_CASES`` overrides the number of cases (default: 240 on a CPU, 400 on a GPU).
@@ -63,7 +63,7 @@ def make_spec(i: int) -> dict:
         if spec["config"] is not None and spec["config"]["block_k"] < 32 and not INTERPRET:
             spec["config"] = None
         if spec["b"] == "negated":
-            spec["b"] = "row"  # (a negated int8 view is tested in test_gemm; keep int8 inputs in range)
+            spec["b"] = "row"  # (a negated int8 view is tested in test_matmul.py; keep int8 inputs in range)
     if int8:
         spec["a_scale"] = rng.choice(["row", "strided", "negated"])
         spec["b_scale"] = rng.choice(["row", "strided"])

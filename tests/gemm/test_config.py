@@ -165,7 +165,7 @@ def test_gluon_tile_choice_takes_the_fewest_waves_of_work():
 
 
 def _tiles_section_headings():
-    notes = (Path(__file__).resolve().parents[1] / "notes" / "gemm-decisions.md").read_text()
+    notes = (Path(__file__).resolve().parents[2] / "notes" / "gemm-decisions.md").read_text()
     section = notes.split("## Tiles:", 1)[1].split("\n## ", 1)[0]
     return [line[4:].strip() for line in section.splitlines() if line.startswith("### ")]
 
