@@ -128,13 +128,15 @@ def check_out(out, M, N, dtype, device) -> None:
 
 
 def check_no_grad(named) -> None:
-    """matmul has no backward: refuse tensors that autograd would expect it to record."""
+    """matmul has no backward (``course.gemm.autograd.matmul`` has): refuse tensors that autograd
+    would expect it to record."""
     if not torch.is_grad_enabled():
         return
     for name, t in named:
         if t is not None and t.requires_grad:
             raise RuntimeError(f"{name} requires grad, but matmul is a forward-only kernel (no backward): call it "
-                               f"under torch.no_grad() (or torch.inference_mode()), or pass {name}.detach()")
+                               f"under torch.no_grad() (or torch.inference_mode()), or pass {name}.detach(); "
+                               "for gradients call course.gemm.autograd.matmul")
 
 
 def span(t: torch.Tensor) -> tuple:
