@@ -42,7 +42,7 @@ from course.gemm.layout import aligned_copies_for, aligned_copy
 # The public API (the configuration helpers are re-exported from course.gemm.config and course.gemm.layout).
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
            "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy",
-           "unaligned_decode_config", "MODES", "supported_dtypes"]
+           "unaligned_decode_config", "MODES", "supported_dtypes", "sm_count"]
 
 MODES = ("auto", "persistent", "streamk", "tail", "gluon")
 

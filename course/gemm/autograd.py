@@ -40,15 +40,22 @@ def _(a, b, bias):
 
 def _setup_context(ctx, inputs, output):
     a, b, bias = inputs
-    ctx.save_for_backward(a, b)
+    need_a, need_b = a.requires_grad, b.requires_grad  # (the context has no needs_input_grad yet)
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)  # dA reads B, dB reads A
+    ctx.shapes = a.shape, b.shape
     ctx.bias_dtype = None if bias is None else bias.dtype
 
 
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
+    need_a, need_b, need_bias = ctx.needs_input_grad
+    if grad.numel() == 0:  # an empty product (M = 0 or N = 0): the gradients are zeros
+        (M, K), (_, N) = ctx.shapes
+        zeros = lambda *shape: grad.new_zeros(shape)
+        return (zeros(M, K) if need_a else None, zeros(K, N) if need_b else None,
+                zeros(N).to(ctx.bias_dtype) if need_bias else None)
     if 0 in grad.stride():  # an expanded gradient (from .sum(), say): no rows to read in place
         grad = grad.contiguous()
-    need_a, need_b, need_bias = ctx.needs_input_grad
     grad_a = _matmul_op(grad, b.T, None) if need_a else None
     grad_b = _matmul_op(a.T, grad, None) if need_b else None
     grad_bias = grad.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if need_bias else None
@@ -59,12 +66,15 @@ _matmul_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``a @ b (+ bias)`` through ``course.gemm.matmul``, with gradients for whichever of ``a``, ``b``
-    and ``bias`` require them (same inputs and errors as ``course.gemm.matmul``; floating-point
-    inputs only). Traceable by ``torch.compile(fullgraph=True)``."""
-    if a.dtype == torch.int8:
-        raise TypeError("course.gemm.autograd.matmul takes floating-point inputs: int8 products have no "
-                        "gradient (use course.gemm.matmul_int8 for inference)")
+    """``a @ b (+ bias)`` through ``course.gemm.matmul`` (its defaults: ``mode="auto"``, the output
+    in the inputs' dtype, float32 as TF32 on a GPU), with gradients for whichever of ``a``, ``b`` and
+    ``bias`` require them. ``a`` and ``b``: float16, bfloat16 (GPU) or float32; ``bias``: length N.
+    Traceable by ``torch.compile(fullgraph=True)``. No autocast rule is registered: under
+    ``torch.autocast`` it runs in the dtype it is given."""
+    if a.dtype == torch.int8 or a.element_size() == 1:
+        raise TypeError(f"course.gemm.autograd.matmul takes float16, bfloat16 or float32 inputs, not "
+                        f"{str(a.dtype).replace('torch.', '')}: 8-bit products have no gradient here (train in "
+                        "bfloat16; for inference call course.gemm.matmul or matmul_int8 under torch.no_grad())")
     return _matmul_op(a, b, bias)
 
 
@@ -72,7 +82,9 @@ class Linear(torch.nn.Linear):
     """A drop-in for ``torch.nn.Linear`` whose forward and backward run ``course.gemm``'s kernels:
     ``y = x @ weight^T + bias`` over the last dimension of ``x``. ``weight^T`` is a view (the
     weight stays (out, in), K-major for the kernel, as ``nn.Linear`` keeps it). Inputs and
-    parameters share a dtype: float16 or bfloat16 on a GPU, float16 or float32 on the CPU.
+    parameters share a dtype: float16 or bfloat16 on a GPU, float16 or float32 on the CPU (float32
+    runs as TF32 on a GPU, where ``nn.Linear`` does not by default; under ``torch.autocast`` it stays
+    in the parameters' dtype).
 
         >>> layer = Linear(16, 4, device=runtime.DEVICE)
         >>> layer(torch.randn(2, 3, 16, device=runtime.DEVICE)).shape
@@ -84,5 +96,11 @@ class Linear(torch.nn.Linear):
             raise TypeError(f"Linear: x is {str(x.dtype).replace('torch.', '')} but the weight is "
                             f"{str(self.weight.dtype).replace('torch.', '')}: convert one (x.to(layer.weight.dtype), "
                             "or layer.to(x.dtype))")
-        y = matmul(x.reshape(-1, x.shape[-1]), self.weight.T, self.bias)
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"Linear: x has shape {tuple(x.shape)}, but its last dimension must be in_features = "
+                             f"{self.in_features}")
+        rows = x.reshape(-1, self.in_features)
+        if 0 in rows.stride() and rows.numel():  # an expanded x: the kernel reads rows of real memory
+            rows = rows.contiguous()
+        y = matmul(rows, self.weight.T, self.bias)
         return y.reshape(*x.shape[:-1], self.out_features)

@@ -325,12 +325,13 @@ ROUTES: dict = {}
 def call_key(tensors, options) -> "tuple | None":
     """Everything the checks and decisions of a call read, but the addresses themselves: per tensor
     its shape, strides, dtype, device, address modulo 32 (alignment) and the autograd and lazy
-    negation flags. None for arguments that are no tensors, are not strided (sparse or nested
-    tensors have no strides) or are not hashable: the checks say what is wrong with them."""
+    negation flags, and whether grad mode is on (a tensor that requires grad is refused only in grad
+    mode). None for arguments that are no tensors, are not strided (sparse or nested tensors have no
+    strides) or are not hashable: the checks say what is wrong with them."""
     try:
         hash(options)  # a config given as a dict is not hashable; the tensors' part always is
         # a list, not a generator, and the device's index, not the device: this runs on every call
-        return (*[None if t is None else (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 31,
+        return (torch.is_grad_enabled(), *[None if t is None else (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 31,
                                           t.requires_grad, t.is_neg()) for t in tensors], *options)
     except (AttributeError, TypeError, RuntimeError):
         return None

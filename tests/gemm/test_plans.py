@@ -176,3 +176,13 @@ def test_streamk_launches_on_two_streams_at_once():
         ref = reference(a, b)
         for r, out in enumerate(o):
             check(f"stream-K launch {r} on its own stream", out, ref)
+
+
+def test_call_keys_tell_grad_mode_apart():
+    # a route recorded under no_grad (as course.gemm.autograd's op runs) must not let the same tensors
+    # through in grad mode, where the checks refuse a tensor that requires grad
+    a, b = randn(4, 5, dtype=torch.float32).requires_grad_(), randn(5, 3, dtype=torch.float32)
+    options = ("matmul", None, "auto", None, False)
+    with torch.no_grad():
+        quiet = gemm.plans.call_key((a, b, None, None), options)
+    assert quiet is not None and gemm.plans.call_key((a, b, None, None), options) != quiet
