@@ -71,7 +71,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -
     ``bias`` require them. ``a`` and ``b``: float16, bfloat16 (GPU) or float32; ``bias``: length N.
     Traceable by ``torch.compile(fullgraph=True)``. No autocast rule is registered: under
     ``torch.autocast`` it runs in the dtype it is given."""
-    if a.dtype == torch.int8 or a.element_size() == 1:
+    if a.element_size() == 1:  # int8 and the fp8 types
         raise TypeError(f"course.gemm.autograd.matmul takes float16, bfloat16 or float32 inputs, not "
                         f"{str(a.dtype).replace('torch.', '')}: 8-bit products have no gradient here (train in "
                         "bfloat16; for inference call course.gemm.matmul or matmul_int8 under torch.no_grad())")
