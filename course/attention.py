@@ -75,7 +75,7 @@ def key_bounds(pid_m, S_K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL:
 
 
 @triton.jit
-def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
+def attention_kernel(Q, K, V, O, LSE, sm_scale, H, GROUP, S_Q, S_K,
                      stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                      stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
@@ -90,8 +90,8 @@ def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
     d = tl.arange(0, HEAD_DIM)
     q_ptrs = Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs + d[None, :] * stride_qd
     q = tl.load(q_ptrs, mask=rows[:, None] < S_Q, other=0.0)
-    k_base = K + b * stride_kb + h * stride_kh
-    v_base = V + b * stride_vb + h * stride_vh
+    k_base = K + b * stride_kb + h // GROUP * stride_kh  # GROUP query heads share one key/value head
+    v_base = V + b * stride_vb + h // GROUP * stride_vh
     qk_scale = sm_scale * 1.4426950408889634  # scores in base 2: exp(x) = exp2(x log2 e)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -108,6 +108,8 @@ def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
     out = acc / l_i[:, None]
     o_ptrs = O + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + d[None, :] * stride_od
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=rows[:, None] < S_Q)
+    if LSE is not None:  # log2 of each row's softmax denominator, for the backward pass (notebook 13)
+        tl.store(LSE + tl.program_id(1) * S_Q + rows, m_i + tl.log2(l_i), mask=rows < S_Q)
 
 
 # The same kernel with the lengths left as run-time values, for a length of 1: Triton compiles an int
@@ -116,12 +118,15 @@ def attention_kernel(Q, K, V, O, sm_scale, H, S_Q, S_K,
 _attention_kernel_any_length = triton.jit(do_not_specialize=["S_Q", "S_K"])(attention_kernel.fn)
 
 
-def config_for(head_dim: int, causal: bool) -> dict:
-    """Blocks, warps and pipeline stages for :func:`attention` (a GPU's; the interpreter takes 16 x 16)."""
+def config_for(head_dim: int, causal: bool, element_size: int = 2) -> dict:
+    """Blocks, warps and pipeline stages for :func:`attention` (a GPU's; the interpreter takes 16 x 16)
+    with inputs of ``element_size`` bytes."""
     if runtime.INTERPRET:
         return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
     if head_dim <= 128:  # best of 8 configs on an H100 at seq 8192, bf16: 1.38-1.53x of SDPA (notes/fusion.md)
         return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
+    if element_size > 2:  # float32 at 256: K and V blocks of 64 KB each would not fit twice
+        return dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1)
     return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)  # 256: K and V blocks of 32 KB each
 
 
@@ -129,47 +134,82 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               scale: float | None = None, step=None, config: dict | None = None) -> torch.Tensor:
     """``softmax(q kᵀ · scale (+ causal mask)) v`` per batch and head, by :func:`attention_kernel`.
 
-    ``q``: (batch, heads, seq_q, head_dim); ``k``, ``v``: (batch, heads, seq_k, head_dim); one dtype,
-    float16 or bfloat16 (float32 also runs: TF32 on a GPU's tensor cores); ``head_dim`` a power of two
-    from 16 to 256; any strides. ``scale``: default ``1 / sqrt(head_dim)``, as torch's
-    ``scaled_dot_product_attention``. ``step``: the ``@triton.jit`` online-softmax update (default
-    :func:`softmax_step`). ``config``: override :func:`config_for`.
+    ``q``: (batch, heads, seq_q, head_dim); ``k``, ``v``: (batch, kv_heads, seq_k, head_dim) where
+    ``kv_heads`` divides ``heads`` (grouped-query attention: query head ``h`` reads key/value head
+    ``h // (heads // kv_heads)``; ``kv_heads = 1`` is multi-query attention). One dtype, float16 or
+    bfloat16 (float32 also runs: TF32 on a GPU's tensor cores); ``head_dim`` a power of two from 16
+    to 256; any strides. ``scale``: default ``1 / sqrt(head_dim)``, as torch's
+    ``scaled_dot_product_attention`` (whose ``enable_gqa=True`` this matches). ``step``: the
+    ``@triton.jit`` online-softmax update (default :func:`softmax_step`). ``config``: override
+    :func:`config_for`. Forward only: for gradients, :func:`course.attention_backward.attention`.
 
         >>> q = torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE)
         >>> attention(q, q, q, causal=True).shape
         torch.Size([1, 2, 40, 16])
     """
+    check_inputs(q, k, v)
+    if step is not None and not hasattr(step, "fn"):
+        raise TypeError("attention: step must be a @triton.jit function (m_i, l_i, acc, s, v) -> (m, l, acc)")
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        raise RuntimeError("attention: q, k or v requires a gradient, and this forward kernel computes none; for "
+                           "gradients call course.attention_backward.attention (the same arguments, without step= "
+                           "and config=), or run this one under torch.no_grad()")
+    return forward(q, k, v, causal=causal, scale=scale, step=step, config=config)[0]
+
+
+def check_inputs(q, k, v) -> None:
+    """Raise a ``ValueError`` or ``TypeError`` naming the argument where ``q``, ``k``, ``v`` are not
+    what :func:`attention` takes."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise ValueError(f"attention: {name} must be a 4-D tensor (batch, heads, seq, head_dim)")
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise TypeError(f"attention: q, k and v must share a dtype of float16, bfloat16 or float32; got {q.dtype}, "
                         f"{k.dtype}, {v.dtype}")
-    B, H, S_Q, D = q.shape
-    if k.shape != v.shape or k.shape[:2] != (B, H) or k.shape[3] != D:
+    B, H, _, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
         raise ValueError(f"attention: q is {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must be "
-                         "(batch, heads, seq_k, head_dim) with q's batch, heads and head_dim")
+                         "(batch, kv_heads, seq_k, head_dim) with q's batch and head_dim")
+    if k.shape[1] == 0 or H % k.shape[1]:
+        raise ValueError(f"attention: q has heads={H} and k, v have heads={k.shape[1]}: the key/value heads must divide "
+                         "the query heads (grouped-query attention), or equal them")
     if D < 16 or D > 256 or D & (D - 1):
         raise ValueError(f"attention: head_dim={D}; pass a power of two from 16 to 256 (pad the heads otherwise)")
     if not (q.device == k.device == v.device):
         raise ValueError("attention: q, k and v must be on one device")
-    if step is not None and not hasattr(step, "fn"):
-        raise TypeError("attention: step must be a @triton.jit function (m_i, l_i, acc, s, v) -> (m, l, acc)")
-    S_K = k.shape[2]
+
+
+def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=None, config: dict | None = None,
+            with_lse: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`attention`'s output and, with ``with_lse=True``, each row's log-sum-exp in base 2
+    (``log2 Σ_j 2^(s_j · log₂e)``, float32, (batch, heads, seq_q)): what the backward needs to
+    recompute the probabilities. Without the gradient path; inputs as :func:`attention` takes them."""
+    check_inputs(q, k, v)
+    B, H, S_Q, D = q.shape
+    H_KV, S_K = k.shape[1], k.shape[2]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(B, H, S_Q, device=q.device, dtype=torch.float32) if with_lse else None
     if S_Q == 0 or B * H == 0:
-        return out
+        return out, lse
     if S_K == 0:
         raise ValueError("attention: k and v have no keys (seq_k = 0): softmax over nothing is undefined")
-    config = dict(config or config_for(D, causal))
+    scale = scale if scale is not None else 1 / math.sqrt(D)
+    group = H // H_KV
+    rows_q, heads = S_Q, H
+    if group > 1 and not causal:
+        # The rows of a group's query heads are independent without a mask: one program takes rows
+        # of all of them, so each key/value block is read once per group (decoding: 1 row per head).
+        rows_q, heads, group = group * S_Q, H_KV, 1
+        q = q.reshape(B, H_KV, rows_q, D)
+    out_rows = out.view(B, heads, rows_q, D)
+    config = dict(config or config_for(D, causal, q.element_size()))
     block_m = config.pop("BLOCK_M")
-    grid = (triton.cdiv(S_Q, block_m), B * H)
+    grid = (triton.cdiv(rows_q, block_m), B * heads)
     extra = {} if step is None else {"STEP": step}
-    kernel = _attention_kernel_any_length if 1 in (S_Q, S_K) else attention_kernel
-    kernel[grid](q, k, v, out, scale if scale is not None else 1 / math.sqrt(D), H, S_Q, S_K,
-                 *q.stride(), *k.stride(), *v.stride(), *out.stride(), HEAD_DIM=D, BLOCK_M=block_m,
-                 CAUSAL=bool(causal), **extra, **config)
-    return out
+    kernel = _attention_kernel_any_length if 1 in (rows_q, S_K) else attention_kernel
+    kernel[grid](q, k, v, out_rows, lse, scale, heads, group, rows_q, S_K, *q.stride(), *k.stride(), *v.stride(),
+                 *out_rows.stride(), HEAD_DIM=D, BLOCK_M=block_m, CAUSAL=bool(causal), **extra, **config)
+    return out, lse
 
 
 @triton.jit
@@ -254,8 +294,10 @@ def fastest_torch(row: dict) -> tuple[str, float]:
 
 
 def reference(q, k, v, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:
-    """:func:`attention` in float64 on the CPU, writing the whole score matrix."""
-    q, k, v = (t.detach().double().cpu() for t in (q, k, v))
+    """:func:`attention` in float64 on the CPU, writing the whole score matrix (differentiable: the
+    backward's reference too). Fewer key/value heads than query heads are repeated to match."""
+    q, k, v = (t.double().cpu() for t in (q, k, v))
+    k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
     s = q @ k.transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
     if causal:
         s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))

@@ -30,6 +30,17 @@ def test_matches_float64(B, H, S_Q, S_K, D, causal, dtype):
           attention.reference(q, k, v, causal=causal))
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_grouped_query_heads_match_sdpa(causal):
+    # 6 query heads over 2 key/value heads (3 each), and multi-query attention (1 for all)
+    for kv_heads in (2, 1):
+        q = torch.randn(2, 6, 37, 16, device=DEVICE, dtype=torch.float16)
+        k, v = (torch.randn(2, kv_heads, 45, 16, device=DEVICE, dtype=torch.float16) for _ in range(2))
+        want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal,
+                                                                enable_gqa=True)
+        check(f"{kv_heads} kv heads causal={causal}", attention.attention(q, k, v, causal=causal), want.cpu())
+
+
 def test_against_torch_sdpa_and_scale():
     q, k, v = _qkv(1, 2, 48, 48, 32, torch.float32)
     for causal in (False, True):
@@ -79,12 +90,16 @@ def test_empty_queries_and_bad_input():
         attention.attention(q, k.float(), v)
     with pytest.raises(ValueError, match="power of two from 16 to 256"):
         attention.attention(*_qkv(1, 1, 8, 8, 24, torch.float16))
-    with pytest.raises(ValueError, match="q's batch, heads and head_dim"):
+    with pytest.raises(ValueError, match="q's batch and head_dim"):
         attention.attention(q, k[:, :, :, :8].repeat(1, 1, 1, 1), v)
     with pytest.raises(ValueError, match="no keys"):
         attention.attention(q, k[:, :, :0], v[:, :, :0])
     with pytest.raises(TypeError, match="@triton.jit"):
         attention.attention(q, k, v, step=lambda *a: a)
+    with pytest.raises(ValueError, match="q has heads=1 and k, v have heads=2"):
+        attention.attention(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1))
+    with pytest.raises(RuntimeError, match="computes none; for gradients call course.attention_backward.attention"):
+        attention.attention(q.requires_grad_(), k, v)  # never an output without its gradient
     assert poisoned((1,), torch.float16, DEVICE).isnan().all()
 
 
