@@ -179,6 +179,23 @@ def check_inputs(q, k, v) -> None:
         raise ValueError("attention: q, k and v must be on one device")
 
 
+def packs_heads(heads: int, kv_heads: int, causal: bool) -> bool:
+    """Whether :func:`forward` gives one program rows of several query heads: without a mask the
+    rows of a group's query heads are independent, and sharing a program reads each key/value block
+    once per group instead of once per head (decoding has one row per head)."""
+    return kv_heads < heads and not causal
+
+
+def empty_output(q: torch.Tensor, kv_heads: int, causal: bool) -> torch.Tensor:
+    """The output :func:`forward` writes, (batch, heads, seq_q, head_dim), stored as (batch, seq_q,
+    heads, head_dim), so that a model's next ``transpose(1, 2).reshape(batch, seq_q, -1)`` is a view,
+    not a copy (contiguous where :func:`packs_heads`, which needs each head's rows together)."""
+    B, H, S_Q, D = q.shape
+    if packs_heads(H, kv_heads, causal):
+        return q.new_empty(B, H, S_Q, D)
+    return q.new_empty(B, S_Q, H, D).transpose(1, 2)
+
+
 def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=None, config: dict | None = None,
             with_lse: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`attention`'s output and, with ``with_lse=True``, each row's log-sum-exp in base 2
@@ -187,7 +204,7 @@ def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=N
     check_inputs(q, k, v)
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = empty_output(q, H_KV, causal)
     lse = torch.empty(B, H, S_Q, device=q.device, dtype=torch.float32) if with_lse else None
     if S_Q == 0 or B * H == 0:
         return out, lse
@@ -196,12 +213,10 @@ def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=N
     scale = scale if scale is not None else 1 / math.sqrt(D)
     group = H // H_KV
     rows_q, heads = S_Q, H
-    if group > 1 and not causal:
-        # The rows of a group's query heads are independent without a mask: one program takes rows
-        # of all of them, so each key/value block is read once per group (decoding: 1 row per head).
+    out_rows = out
+    if packs_heads(H, H_KV, causal):
         rows_q, heads, group = group * S_Q, H_KV, 1
-        q = q.reshape(B, H_KV, rows_q, D)
-    out_rows = out.view(B, heads, rows_q, D)
+        q, out_rows = q.reshape(B, H_KV, rows_q, D), out.view(B, H_KV, rows_q, D)
     config = dict(config or config_for(D, causal, q.element_size()))
     block_m = config.pop("BLOCK_M")
     grid = (triton.cdiv(rows_q, block_m), B * heads)

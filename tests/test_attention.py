@@ -65,6 +65,14 @@ def test_strided_inputs_and_the_output_is_fully_written():
     check("strided", out, attention.reference(q, kv, kv, causal=True))
 
 
+def test_the_output_is_stored_as_a_models_next_reshape_reads_it():
+    q, k, v = _qkv(2, 3, 20, 20, 16, torch.float16)
+    out = attention.attention(q, k, v, causal=True)
+    merged = out.transpose(1, 2).reshape(2, 20, 48)  # (batch, seq, heads x head_dim): the output projection's input
+    assert merged.data_ptr() == out.data_ptr() and merged.is_contiguous(), "a view, not a copy"
+    check("output layout", out, attention.reference(q, k, v, causal=True))
+
+
 def test_each_config_gives_the_same_answer():
     q, k, v = _qkv(1, 1, 70, 70, 32, torch.float16)
     ref = attention.reference(q, k, v, causal=True)
