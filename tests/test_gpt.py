@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
+import course
 from course import gpt
 from course.gemm import autograd
 from course.runtime import INTERPRET
