@@ -34,7 +34,7 @@ import triton.language as tl
 from course import runtime
 from course.attention import check_inputs, empty_output, forward, key_bounds
 
-__all__ = ["attention", "backward", "config_for"]
+__all__ = ["attention", "backward", "benchmark", "config_for"]
 
 
 @triton.jit
@@ -282,3 +282,45 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     """
     check_inputs(q, k, v)
     return _attention_op(q, k, v, bool(causal), float(scale) if scale is not None else 1 / math.sqrt(q.shape[-1]))[0]
+
+
+def benchmark(seqs=(1024, 4096, 8192, 16384), head_dims=(64, 128), tokens: int = 16384, heads: int = 16,
+              dtype=torch.bfloat16) -> list[dict]:
+    """GPU time of the backward pass (``torch.autograd.grad`` of each forward's output) of
+    :func:`attention` and of torch's ``scaled_dot_product_attention`` on its flash (FlashAttention-2)
+    and cuDNN backends, causal and not, batch ``tokens // seq``: one row per (head_dim, causal, seq)
+    with ``ms``, ``flash_ms``, ``cudnn_ms`` (absent where torch's backend raised; a note says why)
+    and ``tflops`` (2.5 times the forward's FLOPs: five products to its two)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from course import attention as forward_module
+    from course import timing
+
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None)}
+    rows = []
+    for head_dim in head_dims:
+        for causal in (False, True):
+            for seq in seqs:
+                batch = max(1, tokens // seq)
+                q, k, v = (torch.randn(batch, heads, seq, head_dim, device=runtime.DEVICE, dtype=dtype,
+                                       requires_grad=True) for _ in range(3))
+                grad_out = torch.randn_like(q)
+                outputs = {"ours": attention(q, k, v, causal=causal)}
+                for name, backend in backends.items():
+                    try:
+                        with sdpa_kernel(backend):
+                            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        torch.autograd.grad(out, (q, k, v), grad_out, retain_graph=True)
+                        outputs[name] = out
+                    except (RuntimeError, TypeError) as error:  # TypeError: a torch without the cuDNN backend
+                        reason = (str(error).strip().splitlines() or ["no reason given"])[0][:120]
+                        print(f"note: torch's {name} backward skipped (d={head_dim}, causal={causal}, seq={seq}):",
+                              reason)
+                medians = timing.in_turns({name: lambda out=out: torch.autograd.grad(out, (q, k, v), grad_out,
+                                                                                   retain_graph=True)
+                                           for name, out in outputs.items()})
+                work = 2.5 * forward_module.flops(batch, heads, seq, head_dim, causal)
+                rows.append(dict(head_dim=head_dim, causal=causal, seq=seq, batch=batch, heads=heads,
+                                 ms=medians["ours"], tflops=work / medians["ours"] / 1e9,
+                                 **{f"{name}_ms": medians[name] for name in backends if name in medians}))
+    return rows

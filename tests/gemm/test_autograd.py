@@ -196,3 +196,9 @@ def test_bfloat16_linear_on_the_gpu_matches_torch():
         grads.append((xi.grad, layer.weight.grad, layer.bias.grad))
     for mine, theirs in zip(*grads):
         assert _rel(mine, theirs.double()) <= 2 * tolerance(torch.bfloat16)
+
+
+def test_course_linear_is_the_drop_in():
+    assert course.Linear is autograd.Linear
+    with pytest.raises(AttributeError, match="no attribute 'Linearr'"):
+        course.Linearr  # noqa: B018
