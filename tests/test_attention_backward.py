@@ -98,6 +98,16 @@ def test_no_queries_give_zero_key_gradients():
     assert q.grad.shape == (1, 2, 0, 16) and not k.grad.any() and not v.grad.any()
 
 
+def test_one_key_gives_a_zero_query_gradient():
+    # With one key softmax is the constant 1: out = v, dq = 0 exactly, and the kernels' dS = P (dP - D)
+    # is a difference of two sums of the same products (dO.v and dO.out), zero up to their rounding.
+    (q, k, v), grad_out = _inputs(1, 2, 1, 5, 1, 16, torch.float16)
+    attention_backward.attention(q, k, v).backward(grad_out)
+    bound = 1e-3 * grad_out.float().abs().max() * v.float().abs().max() * k.float().abs().max()
+    assert q.grad.float().abs().max() <= bound, f"dq should be ~0, its largest element is {q.grad.abs().max()}"
+    assert _rel(v.grad, grad_out.double().cpu().sum((1, 2), keepdim=True)) <= tolerance(torch.float16)
+
+
 def test_forward_saves_the_base_2_log_sum_exp():
     (q, k, v), _ = _inputs(1, 4, 2, 9, 13, 16, torch.float16)  # exact products (TF32 is not)
     _, lse = attention.forward(q.detach(), k.detach(), v.detach(), causal=True, with_lse=True)
