@@ -108,7 +108,7 @@ def attention_kernel(Q, K, V, O, LSE, sm_scale, H, GROUP, S_Q, S_K,
     out = acc / l_i[:, None]
     o_ptrs = O + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + d[None, :] * stride_od
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=rows[:, None] < S_Q)
-    if LSE is not None:  # log2 of each row's softmax denominator, for the backward pass (notebook 13)
+    if LSE is not None:  # log2 of each row's softmax denominator, for the backward (course.attention_backward)
         tl.store(LSE + tl.program_id(1) * S_Q + rows, m_i + tl.log2(l_i), mask=rows < S_Q)
 
 
@@ -170,13 +170,18 @@ def check_inputs(q, k, v) -> None:
     if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
         raise ValueError(f"attention: q is {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must be "
                          "(batch, kv_heads, seq_k, head_dim) with q's batch and head_dim")
-    if k.shape[1] == 0 or H % k.shape[1]:
+    if k.shape[1] == 0:
+        raise ValueError(f"attention: k and v have no heads (k is {tuple(k.shape)}): pass at least one key/value head")
+    if H % k.shape[1]:
         raise ValueError(f"attention: q has heads={H} and k, v have heads={k.shape[1]}: the key/value heads must divide "
                          "the query heads (grouped-query attention), or equal them")
     if D < 16 or D > 256 or D & (D - 1):
         raise ValueError(f"attention: head_dim={D}; pass a power of two from 16 to 256 (pad the heads otherwise)")
     if not (q.device == k.device == v.device):
         raise ValueError("attention: q, k and v must be on one device")
+    if max(q.numel(), k.numel()) >= 2**31:
+        raise ValueError(f"attention: q has {q.numel():,} elements and k {k.numel():,}; the kernels index in 32 bits, "
+                         "so each must stay under 2^31: split the batch into several calls")
 
 
 def packs_heads(heads: int, kv_heads: int, causal: bool) -> bool:

@@ -1,4 +1,4 @@
-"""Flash attention, backward (notebook 13): the gradients of ``O = softmax(Q Kᵀ · scale) V``
+"""Flash attention, backward (for training; notes/training.md): the gradients of ``O = softmax(Q Kᵀ · scale) V``
 without storing the probabilities ``P``.
 
     out = attention(q, k, v, causal=True)     # q: (batch, heads, seq, d); k, v: (batch, kv_heads, seq_k, d)
@@ -6,7 +6,7 @@ without storing the probabilities ``P``.
 
 The forward (:func:`course.attention.forward`) saves, besides ``O``, one float per query row: the
 log-sum-exp ``L`` of its scores (in base 2). From it the backward *recomputes* each block of
-probabilities, ``P = 2^(S·log₂e − L)``, instead of reading a ``seq²`` matrix back. With
+probabilities, ``P = 2^(S·scale·log₂e − L)``, instead of reading a ``seq²`` matrix back. With
 ``dP = dO Vᵀ`` and ``D = rowsum(dO ∘ O)`` (one float per row, :func:`delta_kernel`):
 
     dV = Pᵀ dO        dS = P ∘ (dP − D)        dK = dSᵀ Q · scale        dQ = dS K · scale
@@ -197,11 +197,31 @@ def config_for(head_dim: int, element_size: int = 2) -> dict:
             "dq": dict(BLOCK_M=64, BLOCK_N=32, num_warps=8, num_stages=2)}
 
 
+# As the forward's: lengths of 1 take twins that leave the lengths unspecialized (ptxas crashed on the
+# forward compiled with a constant length of 1 on sm_90, Triton 3.6)
+_KERNELS = {False: (dkdv_kernel, dq_kernel),
+            True: tuple(triton.jit(do_not_specialize=["S_Q", "S_K"])(kernel.fn) for kernel in (dkdv_kernel, dq_kernel))}
+
+
+def _check_saved(q, k, v, out, lse, grad_out) -> None:
+    check_inputs(q, k, v)
+    for name, t in (("out", out), ("grad_out", grad_out)):
+        if not isinstance(t, torch.Tensor) or t.shape != q.shape or t.dtype != q.dtype or t.device != q.device:
+            got = f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"attention backward: {name} must have q's shape {tuple(q.shape)}, dtype {q.dtype} and "
+                             f"device; got {got}")
+    if not isinstance(lse, torch.Tensor) or lse.shape != q.shape[:3] or lse.dtype != torch.float32 \
+            or not lse.is_contiguous() or lse.device != q.device:
+        raise ValueError(f"attention backward: lse must be the contiguous float32 (batch, heads, seq_q) = "
+                         f"{tuple(q.shape[:3])} tensor that course.attention.forward(..., with_lse=True) returns")
+
+
 def backward(q, k, v, out, lse, grad_out, *, causal: bool = False, scale: float | None = None,
              config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``dq, dk, dv`` of :func:`course.attention.attention` from its inputs, its output ``out``, the
     base-2 log-sum-exp ``lse`` (:func:`course.attention.forward` with ``with_lse=True``) and the
     output's gradient ``grad_out`` (any strides). ``config``: override :func:`config_for`."""
+    _check_saved(q, k, v, out, lse, grad_out)
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -216,9 +236,10 @@ def backward(q, k, v, out, lse, grad_out, *, causal: bool = False, scale: float 
                                                 HEAD_DIM=D, BLOCK_M=64)
     common = (scale, H, H // H_KV, S_Q, S_K, *q.stride(), *k.stride(), *v.stride(), *grad_out.stride())
     dkdv, dq_config = dict(config["dkdv"]), dict(config["dq"])
-    dkdv_kernel[(triton.cdiv(S_K, dkdv["BLOCK_N"]), B * H_KV)](q, k, v, grad_out, lse, delta, dk, dv, *common,
+    dkdv_launch, dq_launch = _KERNELS[1 in (S_Q, S_K)]
+    dkdv_launch[(triton.cdiv(S_K, dkdv["BLOCK_N"]), B * H_KV)](q, k, v, grad_out, lse, delta, dk, dv, *common,
                                                                HEAD_DIM=D, CAUSAL=bool(causal), **dkdv)
-    dq_kernel[(triton.cdiv(S_Q, dq_config["BLOCK_M"]), B * H)](q, k, v, grad_out, lse, delta, dq, *common,
+    dq_launch[(triton.cdiv(S_Q, dq_config["BLOCK_M"]), B * H)](q, k, v, grad_out, lse, delta, dq, *common,
                                                                HEAD_DIM=D, CAUSAL=bool(causal), **dq_config)
     return dq, dk, dv
 

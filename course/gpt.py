@@ -1,4 +1,4 @@
-"""A small GPT trained on the course's kernels, beside its twin in plain torch (notebook 13).
+"""A small GPT trained on the course's kernels, beside its twin in plain torch (notes/training.md).
 
     config = GPTConfig(layers=2, width=64, heads=4, kv_heads=2)
     ours, theirs = GPT(config, kernels="course", seed=0), GPT(config, kernels="torch", seed=0)
@@ -10,10 +10,10 @@ attention through :func:`course.attention_backward.attention`; ``kernels="torch"
 ``nn.Linear`` and ``scaled_dot_product_attention``. Their loss curves lie on top of each other if the
 course's forward and backward passes are right.
 
-The task, :func:`copy_batch`, needs attention and nothing else: each sequence is random tokens whose
-second half repeats the first, and the loss counts the second half, which a model can only predict by
-looking back half a sequence. Its loss starts at ``log(vocab)`` and falls towards 0 once the model
-has learned to copy.
+The task, :func:`copy_batch`, needs attention and nothing else: each sequence is random tokens that
+repeat with a period of half its length, and the loss counts only the tokens that can be known, which a
+model can only predict by looking back half a sequence. Its loss starts at ``log(vocab)`` and falls
+towards 0 once the model has learned to copy.
 """
 
 from __future__ import annotations
@@ -95,6 +95,10 @@ class GPT(nn.Module):
         if config.width % config.heads or config.heads % config.kv_heads:
             raise ValueError(f"GPT: width {config.width} must split into {config.heads} heads, and kv_heads "
                              f"{config.kv_heads} must divide them")
+        head_dim = config.width // config.heads
+        if kernels == "course" and (head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1)):
+            raise ValueError(f"GPT: width / heads = {head_dim}; the course's attention takes head dims that are "
+                             "powers of two from 16 to 256 (change width or heads)")
         self.config, self.kernels = config, kernels
         linear = autograd.Linear if kernels == "course" else nn.Linear
         attend = _course_attention if kernels == "course" else _sdpa
@@ -117,19 +121,22 @@ class GPT(nn.Module):
 
 
 def copy_batch(batch: int, config: GPTConfig, generator: torch.Generator, device=None):
-    """``(inputs, targets)`` for the copy task: ``batch`` sequences of ``config.seq`` tokens whose
-    second half repeats the first. ``targets`` is -100 (ignored by ``cross_entropy``) wherever the
-    next token cannot be known: everywhere before the second half starts.
+    """``(inputs, targets)`` for the copy task: ``batch`` sequences of ``config.seq`` tokens that
+    repeat with a period of ``config.seq // 2`` (the second half repeats the first). ``targets`` (the
+    next token at each position) is -100, which ``cross_entropy`` ignores, where the next token is
+    still random: at every position before the last of the first period.
 
         >>> x, y = copy_batch(1, GPTConfig(seq=8, vocab=10), torch.Generator().manual_seed(0), device="cpu")
         >>> bool((x[0, :4] == x[0, 4:]).all()), y[0].tolist()[:3]
         (True, [-100, -100, -100])
     """
-    half = config.seq // 2
-    first = torch.randint(0, config.vocab, (batch, half), generator=generator)
-    tokens = torch.cat([first, first, first[:, :1]], dim=1)  # one more token: the last target
-    inputs, targets = tokens[:, :config.seq].clone(), tokens[:, 1:config.seq + 1].clone()
-    targets[:, :half - 1] = -100  # the first half's next tokens are random: nothing to learn
+    if config.seq < 2:
+        raise ValueError(f"copy_batch: config.seq = {config.seq}; the copy task needs sequences of 2 tokens or more")
+    period = config.seq // 2
+    first = torch.randint(0, config.vocab, (batch, period), generator=generator)
+    tokens = first.repeat(1, config.seq // period + 1)[:, :config.seq + 1]  # one more token: the last target
+    inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
+    targets[:, :period - 1] = -100
     device = device if device is not None else runtime.DEVICE
     return inputs.to(device), targets.to(device)
 

@@ -104,6 +104,8 @@ def test_empty_queries_and_bad_input():
         attention.attention(q, k[:, :, :0], v[:, :, :0])
     with pytest.raises(TypeError, match="@triton.jit"):
         attention.attention(q, k, v, step=lambda *a: a)
+    with pytest.raises(ValueError, match="k and v have no heads"):
+        attention.attention(q, k[:, :0], v[:, :0])
     with pytest.raises(ValueError, match="q has heads=1 and k, v have heads=2"):
         attention.attention(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1))
     with pytest.raises(RuntimeError, match="computes none; for gradients call course.attention_backward.attention"):

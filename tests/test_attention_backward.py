@@ -1,4 +1,4 @@
-"""Tests of course.attention_backward (notebook 13): flash attention's gradients against float64 autograd,
+"""Tests of course.attention_backward: flash attention's gradients against float64 autograd,
 causal and not, grouped-query and multi-query heads, odd lengths, strided inputs and gradients, the
 torch.library registration (opcheck, torch.compile without graph breaks), determinism, a second backward."""
 
@@ -12,6 +12,11 @@ from course.runtime import DEVICE, INTERPRET, pick
 
 DTYPES = [torch.float16, torch.float32] + ([] if INTERPRET else [torch.bfloat16])
 gpu = pytest.mark.skipif(INTERPRET, reason="needs a GPU")
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    torch.manual_seed(0)  # a failure repeats
 
 
 def _tolerance(dtype):
@@ -129,12 +134,43 @@ def test_decoding_one_query_against_a_cache_of_fewer_heads():
         assert _rel(out, sdpa.cpu()) <= tolerance(torch.float16)
 
 
-def test_the_ops_pass_torchs_own_checks():
-    (q, k, v), grad_out = _inputs(1, 4, 2, 20, 24, 16, torch.float32)
-    torch.library.opcheck(attention_backward._attention_op, (q, k, v, True, 0.25))
-    out, lse = attention.forward(q.detach(), k.detach(), v.detach(), causal=True, with_lse=True)
+@pytest.mark.parametrize("S_Q,causal", [(20, True), (20, False), (1, False)], ids=["causal", "gqa_packed", "decode"])
+def test_the_ops_pass_torchs_own_checks(S_Q, causal):
+    (q, k, v), grad_out = _inputs(1, 4, 2, S_Q, 24, 16, torch.float32)
+    torch.library.opcheck(attention_backward._attention_op, (q, k, v, causal, 0.25))
+    out, lse = attention.forward(q.detach(), k.detach(), v.detach(), causal=causal, with_lse=True)
     torch.library.opcheck(attention_backward._backward_op, (q.detach(), k.detach(), v.detach(), out, lse, grad_out,
-                                                             True, 0.25))
+                                                             causal, 0.25))
+
+
+@pytest.mark.parametrize("blocks", [(16, 32), (32, 16)], ids=["taller_keys", "taller_queries"])
+def test_blocks_of_unequal_sizes_give_the_same_gradients(blocks):
+    # a GPU's configs have BLOCK_M != BLOCK_N, where query_bounds and key_bounds round differently
+    block_m, block_n = blocks
+    config = {name: dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4, num_stages=1) for name in ("dkdv", "dq")}
+    for S_Q, S_K in ((37, 53), (53, 37), (5, 70)):
+        (q, k, v), grad_out = _inputs(1, 2, 1, S_Q, S_K, 16, torch.float32)
+        for causal in (False, True):
+            out, lse = attention.forward(q.detach(), k.detach(), v.detach(), causal=causal, with_lse=True)
+            grads = attention_backward.backward(q.detach(), k.detach(), v.detach(), out, lse, grad_out, causal=causal,
+                                                config=config)
+            _, ref = _float64_grads(q, k, v, grad_out, causal)
+            for name, mine, theirs in zip("qkv", grads, ref):
+                assert _rel(mine, theirs) <= _tolerance(torch.float32), f"d{name}, {S_Q}x{S_K} causal={causal}"
+
+
+def test_backward_names_a_wrong_saved_tensor():
+    (q, k, v), grad_out = _inputs(1, 2, 1, 20, 24, 16, torch.float32)
+    q, k, v = q.detach(), k.detach(), v.detach()
+    out, lse = attention.forward(q, k, v, causal=True, with_lse=True)
+    with pytest.raises(ValueError, match=r"grad_out must have q's shape \(1, 2, 20, 16\)"):
+        attention_backward.backward(q, k, v, out, lse, grad_out[:, :, :10])
+    with pytest.raises(ValueError, match="grad_out must have q's shape .* dtype torch.float32"):
+        attention_backward.backward(q, k, v, out, lse, grad_out.half())
+    with pytest.raises(ValueError, match="lse must be the contiguous float32"):
+        attention_backward.backward(q, k, v, out, None, grad_out)
+    with pytest.raises(ValueError, match="out must have q's shape"):
+        attention_backward.backward(q, k, v, out[..., :8], lse, grad_out)
 
 
 class _Block(torch.nn.Module):

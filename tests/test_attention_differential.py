@@ -82,8 +82,11 @@ def test_gradients_match_float64(spec):
     exact = [t.detach().double().cpu().requires_grad_() for t in (q, k, v)]
     ref = attention.reference(*exact, causal=spec["causal"], scale=spec["scale"])
     ref.backward(grad_out.double().cpu())
-    # float32 runs as TF32 on a GPU, and a gradient passes through three rounded products
-    tol = tolerance(dtype) * (2 if dtype == torch.float32 and not INTERPRET else 1)
+    # float32 runs as TF32 on a GPU, and a gradient passes through three rounded products. bfloat16:
+    # D = rowsum(dO * O) reads O rounded to 8 bits, and a row that sees one key has dq = 0 but gets
+    # (dP - D) k = (rounding of D) k; with a few rows only (causal, seq_q = 3) that is up to ~7 % of
+    # dq's norm in a float64 emulation of the algorithm (400 draws, median 0.3 %), as in FlashAttention-2
+    tol = tolerance(dtype) * {torch.float32: 1 if INTERPRET else 2, torch.bfloat16: 4}.get(dtype, 1)
     for name, mine, theirs in (("out", out, ref), *zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad),
                                                       (t.grad for t in exact))):
         mine = mine.detach().double().cpu()
