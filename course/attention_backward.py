@@ -235,7 +235,7 @@ def backward(q, k, v, out, lse, grad_out, *, causal: bool = False, scale: float 
     delta_kernel[(triton.cdiv(S_Q, 64), B * H)](out, grad_out, delta, H, S_Q, *out.stride(), *grad_out.stride(),
                                                 HEAD_DIM=D, BLOCK_M=64)
     common = (scale, H, H // H_KV, S_Q, S_K, *q.stride(), *k.stride(), *v.stride(), *grad_out.stride())
-    dkdv, dq_config = dict(config["dkdv"]), dict(config["dq"])
+    dkdv, dq_config = config["dkdv"], config["dq"]
     dkdv_launch, dq_launch = _KERNELS[1 in (S_Q, S_K)]
     dkdv_launch[(triton.cdiv(S_K, dkdv["BLOCK_N"]), B * H_KV)](q, k, v, grad_out, lse, delta, dk, dv, *common,
                                                                HEAD_DIM=D, CAUSAL=bool(causal), **dkdv)

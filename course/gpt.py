@@ -18,7 +18,6 @@ towards 0 once the model has learned to copy.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -28,8 +27,8 @@ from torch import nn
 from course import attention_backward, runtime
 from course.gemm import autograd
 
-__all__ = ["CURVE_CONFIG", "GPT", "GPT2_SMALL", "GPTConfig", "copy_batch", "initial_loss", "loss_curves",
-           "step_benchmark", "train", "train_step_ms"]
+__all__ = ["CURVE_CONFIG", "GPT", "GPT2_SMALL", "GPTConfig", "copy_batch", "loss_curves", "step_benchmark",
+           "train", "train_step_ms"]
 
 
 @dataclass(frozen=True)
@@ -141,39 +140,33 @@ def copy_batch(batch: int, config: GPTConfig, generator: torch.Generator, device
     return inputs.to(device), targets.to(device)
 
 
+def _step(forward, optimizer, inputs, targets) -> torch.Tensor:
+    """One training step: the loss, its backward, an optimizer step; returns the loss."""
+    loss = F.cross_entropy(forward(inputs).float().flatten(0, 1), targets.flatten())
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def train(model: GPT, steps: int, *, batch: int = 16, lr: float = 3e-3, seed: int = 0) -> list[float]:
     """Train ``model`` on :func:`copy_batch` for ``steps`` steps of AdamW; the loss of each step. The
     batches come from ``seed``: two models trained with one seed see the same data."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    for _ in range(steps):
-        inputs, targets = copy_batch(batch, model.config, generator, device=model.head.weight.device)
-        loss = F.cross_entropy(model(inputs).float().flatten(0, 1), targets.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+    batches = (copy_batch(batch, model.config, generator, device=model.head.weight.device) for _ in range(steps))
+    return [_step(model, optimizer, inputs, targets).item() for inputs, targets in batches]
 
 
-def train_step_ms(model: nn.Module, config: GPTConfig, batch: int, *, compiled: bool = False) -> float:
+def train_step_ms(model: GPT, batch: int, *, compiled: bool = False) -> float:
     """GPU milliseconds of one training step (forward, backward, AdamW) on random tokens, by
     :func:`course.timing.bench`; ``compiled``: through ``torch.compile`` first."""
     from course import timing
 
-    generator = torch.Generator().manual_seed(0)
-    inputs, targets = copy_batch(batch, config, generator)
+    inputs, targets = copy_batch(batch, model.config, torch.Generator().manual_seed(0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=not runtime.INTERPRET)
     forward = torch.compile(model) if compiled else model
-
-    def step():
-        loss = F.cross_entropy(forward(inputs).float().flatten(0, 1), targets.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return timing.bench(step)
+    return timing.bench(lambda: _step(forward, optimizer, inputs, targets))
 
 
 CURVE_CONFIG = GPTConfig(vocab=64, seq=256, width=256, layers=4, heads=8, kv_heads=2)
@@ -195,14 +188,10 @@ def step_benchmark(config: GPTConfig = GPT2_SMALL, batch: int = 8, dtype=torch.b
     for label, kernels, compiled in (("torch eager", "torch", False), ("torch.compile", "torch", True),
                                      ("course", "course", False), ("course + torch.compile", "course", True)):
         model = GPT(config, kernels=kernels, dtype=dtype)
-        ms = train_step_ms(model, config, batch, compiled=compiled)
+        ms = train_step_ms(model, batch, compiled=compiled)
         rows.append(dict(label=label, ms=ms, tokens_per_s=batch * config.seq / ms * 1e3))
         del model
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     return rows
 
-
-def initial_loss(config: GPTConfig) -> float:
-    """The loss of a model that knows nothing: ``log(vocab)``."""
-    return math.log(config.vocab)
