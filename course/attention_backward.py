@@ -34,7 +34,7 @@ import triton.language as tl
 from course import runtime
 from course.attention import check_inputs, empty_output, forward, key_bounds
 
-__all__ = ["attention", "backward", "benchmark", "config_for"]
+__all__ = ["attention", "backward", "benchmark", "config_for", "dkdv_step"]
 
 
 @triton.jit
@@ -67,16 +67,11 @@ def query_bounds(pid_n, S_Q, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSA
 
 
 @triton.jit
-def _query_block(k, v, dk, dv, q_base, do_base, lse_base, delta_base, start, cols, S_Q, stride_qs, stride_qd,
-                 stride_gs, stride_gd, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 MASKED: tl.constexpr):
-    rows = start + tl.arange(0, BLOCK_M)
-    d = tl.arange(0, HEAD_DIM)
-    inside = rows < S_Q
-    q = tl.load(q_base + rows[:, None] * stride_qs + d[None, :] * stride_qd, mask=inside[:, None], other=0.0)
-    do = tl.load(do_base + rows[:, None] * stride_gs + d[None, :] * stride_gd, mask=inside[:, None], other=0.0)
-    lse = tl.load(lse_base + rows, mask=inside, other=float("inf"))  # rows past the end: P = 0
-    delta = tl.load(delta_base + rows, mask=inside, other=0.0)
+def dkdv_step(k, v, dk, dv, q, do, lse, delta, cols, rows, qk_scale, MASKED: tl.constexpr):
+    """``dK``, ``dV`` of a block of keys (``k``, ``v``, ``dk``, ``dv``: [BLOCK_N, d]) after one
+    block of query rows (``q``, ``do``: [BLOCK_M, d]; ``lse``, ``delta``: [BLOCK_M]); ``cols``,
+    ``rows``: the keys' and rows' indices; ``MASKED``: apply the causal mask (key ≤ row). ``dk``
+    leaves out the factor ``scale``, applied once at the end."""
     p_t = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])  # Pᵀ for this block: [BLOCK_N, BLOCK_M]
     if MASKED:
         p_t = tl.where(cols[:, None] <= rows[None, :], p_t, 0.0)
@@ -88,12 +83,28 @@ def _query_block(k, v, dk, dv, q_base, do_base, lse_base, delta_base, start, col
 
 
 @triton.jit
+def _query_block(k, v, dk, dv, q_base, do_base, lse_base, delta_base, start, cols, S_Q, stride_qs, stride_qd,
+                 stride_gs, stride_gd, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 MASKED: tl.constexpr, STEP: tl.constexpr):
+    rows = start + tl.arange(0, BLOCK_M)
+    d = tl.arange(0, HEAD_DIM)
+    inside = rows < S_Q
+    q = tl.load(q_base + rows[:, None] * stride_qs + d[None, :] * stride_qd, mask=inside[:, None], other=0.0)
+    do = tl.load(do_base + rows[:, None] * stride_gs + d[None, :] * stride_gd, mask=inside[:, None], other=0.0)
+    lse = tl.load(lse_base + rows, mask=inside, other=float("inf"))  # rows past the end: P = 0
+    delta = tl.load(delta_base + rows, mask=inside, other=0.0)
+    return STEP(k, v, dk, dv, q, do, lse, delta, cols, rows, qk_scale, MASKED)
+
+
+@triton.jit
 def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, H, GROUP, S_Q, S_K,
                 stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                 stride_vb, stride_vh, stride_vs, stride_vd, stride_gb, stride_gh, stride_gs, stride_gd,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                STEP: tl.constexpr = dkdv_step):
     """``dK`` and ``dV`` of ``BLOCK_N`` keys of one key/value head (grid: key blocks × batch ·
-    kv_heads), summed over the ``GROUP`` query heads that read it. ``DK`` and ``DV`` are contiguous."""
+    kv_heads), summed over the ``GROUP`` query heads that read it. ``DK`` and ``DV`` are contiguous.
+    ``STEP``: the update for one block of queries (:func:`dkdv_step`'s signature)."""
     pid_n = tl.program_id(0)
     kv_heads = H // GROUP
     b, kv_head = tl.program_id(1) // kv_heads, tl.program_id(1) % kv_heads
@@ -115,10 +126,10 @@ def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, H, GROUP, S_Q, S_K,
         row_base = (b * H + h) * S_Q  # LSE and DELTA: (batch · heads, seq_q)
         for m in tl.range(start, diagonal_end, BLOCK_M, num_stages=1):
             dk, dv = _query_block(k, v, dk, dv, q_base, do_base, LSE + row_base, DELTA + row_base, m, cols, S_Q,
-                                  stride_qs, stride_qd, stride_gs, stride_gd, qk_scale, HEAD_DIM, BLOCK_M, True)
+                                  stride_qs, stride_qd, stride_gs, stride_gd, qk_scale, HEAD_DIM, BLOCK_M, True, STEP)
         for m in range(diagonal_end, S_Q, BLOCK_M):
             dk, dv = _query_block(k, v, dk, dv, q_base, do_base, LSE + row_base, DELTA + row_base, m, cols, S_Q,
-                                  stride_qs, stride_qd, stride_gs, stride_gd, qk_scale, HEAD_DIM, BLOCK_M, False)
+                                  stride_qs, stride_qd, stride_gs, stride_gd, qk_scale, HEAD_DIM, BLOCK_M, False, STEP)
     out = tl.program_id(1) * S_K * HEAD_DIM + cols[:, None] * HEAD_DIM + d[None, :]
     tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=keys)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=keys)
@@ -217,11 +228,14 @@ def _check_saved(q, k, v, out, lse, grad_out) -> None:
 
 
 def backward(q, k, v, out, lse, grad_out, *, causal: bool = False, scale: float | None = None,
-             config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             step=None, config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``dq, dk, dv`` of :func:`course.attention.attention` from its inputs, its output ``out``, the
     base-2 log-sum-exp ``lse`` (:func:`course.attention.forward` with ``with_lse=True``) and the
-    output's gradient ``grad_out`` (any strides). ``config``: override :func:`config_for`."""
+    output's gradient ``grad_out`` (any strides). ``step``: the ``@triton.jit`` dK/dV update for one
+    block of queries (default :func:`dkdv_step`). ``config``: override :func:`config_for`."""
     _check_saved(q, k, v, out, lse, grad_out)
+    if step is not None and not hasattr(step, "fn"):
+        raise TypeError("attention backward: step must be a @triton.jit function with dkdv_step's arguments")
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -237,8 +251,9 @@ def backward(q, k, v, out, lse, grad_out, *, causal: bool = False, scale: float 
     common = (scale, H, H // H_KV, S_Q, S_K, *q.stride(), *k.stride(), *v.stride(), *grad_out.stride())
     dkdv, dq_config = config["dkdv"], config["dq"]
     dkdv_launch, dq_launch = _KERNELS[1 in (S_Q, S_K)]
+    extra = {} if step is None else {"STEP": step}
     dkdv_launch[(triton.cdiv(S_K, dkdv["BLOCK_N"]), B * H_KV)](q, k, v, grad_out, lse, delta, dk, dv, *common,
-                                                               HEAD_DIM=D, CAUSAL=bool(causal), **dkdv)
+                                                               HEAD_DIM=D, CAUSAL=bool(causal), **dkdv, **extra)
     dq_launch[(triton.cdiv(S_Q, dq_config["BLOCK_M"]), B * H)](q, k, v, grad_out, lse, delta, dq, *common,
                                                                HEAD_DIM=D, CAUSAL=bool(causal), **dq_config)
     return dq, dk, dv

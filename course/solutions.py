@@ -412,6 +412,29 @@ def feed_forward(x, w1, b1, w2, b2):
     return gemm.matmul(h, w2.T, bias=b2)  # w2.T is a view: course.gemm reads any strides; b2 in its epilogue
 
 
+# --- 13 · dkdv_step -------------------------------------------------------------------------------------
+
+@triton.jit
+def dkdv_step(k, v, dk, dv, q, do, lse, delta, cols, rows, qk_scale, MASKED: tl.constexpr):
+    # Pᵀ recomputed from the forward's base-2 log-sum-exp: [BLOCK_N keys, BLOCK_M rows]
+    p_t = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+    if MASKED:  # a row sees the keys at or before it
+        p_t = tl.where(cols[:, None] <= rows[None, :], p_t, 0.0)
+    dv += tl.dot(p_t.to(do.dtype), do)
+    ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])  # dSᵀ = Pᵀ ∘ (dPᵀ − D)
+    dk += tl.dot(ds_t.to(q.dtype), q)  # the factor scale comes once, at the end of the kernel
+    return dk, dv
+
+
+# --- 13 · linear_grads ----------------------------------------------------------------------------------
+
+def linear_grads(x, w, dy):
+    dx = gemm.matmul(dy, w)  # (M x N)(N x K): w as stored
+    dw = gemm.matmul(dy.T, x)  # (N x M)(M x K): dy.T is a view, no copy
+    db = dy.sum(0)
+    return dx, dw, db
+
+
 #: exercise name -> (the pieces the learner writes, in order; the check call that ends the cell)
 EXERCISES = {
     # 00
@@ -453,6 +476,9 @@ EXERCISES = {
     # 12
     "mode_choice": (("choose_mode",), "exercises.check_mode_choice(choose_mode)"),
     "feed_forward": (("ffn_up_kernel", "feed_forward"), "exercises.check_feed_forward(ffn_up_kernel, feed_forward)"),
+    # 13
+    "dkdv_step": (("dkdv_step",), "exercises.check_dkdv_step(dkdv_step)"),
+    "linear_grads": (("linear_grads",), "exercises.check_linear_grads(linear_grads)"),
 }
 
 

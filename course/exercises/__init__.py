@@ -31,7 +31,7 @@ from course.exercises.core import (  # noqa: F401
     yours_or_reference,
 )
 
-NOTEBOOKS = [f"nb{n:02d}" for n in range(13)]
+NOTEBOOKS = [f"nb{n:02d}" for n in range(14)]
 _modules = [importlib.import_module(f"course.exercises.{name}") for name in NOTEBOOKS]
 _checks = {name: getattr(module, name) for module in _modules for name in module.__all__}
 globals().update(_checks)

@@ -101,7 +101,7 @@ def _own_functions(fn):
     return found
 
 
-def _borrowed(fn, banned, modules=()) -> str | None:
+def borrowed_from(fn, banned, modules=()) -> str | None:
     """The label of the first thing in ``banned`` (``[(object, label)]``) that the learner's function
     or one of its helpers uses, "the course's <module>.<name>" for any function of a module in
     ``modules`` (its private helpers included, found by where they are defined, not by name), or
@@ -247,7 +247,7 @@ def _course_attention(*extra):
 def _refuse_borrowed(name: str, fn, *solution_names) -> None:
     # any other function of course.attention (its key-block helper, the kernel built for any length) counts
     # as the course's too: found by the module that defines it
-    used = _borrowed(fn, _course_attention(*solution_names), modules=("course.attention",))
+    used = borrowed_from(fn, _course_attention(*solution_names), modules=("course.attention",))
     if used == "torch":
         raise Failed(f"{name} uses torch: inside a kernel there are only blocks, and tl's functions work on them "
                       "(tl.dot, tl.exp2, tl.max, tl.sum, tl.where)")
@@ -263,7 +263,7 @@ def _refuse_builtin_minmax(name: str, fn, params_are_blocks: bool) -> None:
                       f"tl.{builtin}(x, axis) (a reduction); the interpreter does not turn the builtin into either")
 
 
-def _explain(failed: Failed, shapes: str, returns: str | None = None) -> Failed:
+def explain_error(failed: Failed, shapes: str, returns: str | None = None) -> Failed:
     """``failed`` (the learner's code raised) with the course's own hint where the error is about shapes,
     dtypes given to tl.dot, or the number of values returned (``returns``: what to return)."""
     text = str(failed)
@@ -284,7 +284,7 @@ EPS_BF16 = torch.finfo(torch.bfloat16).eps  # 2^-7: p rounded to bfloat16 when v
 
 
 @triton.jit
-def _dtype_code(PTR, x):
+def dtype_code(PTR, x):
     """Store at PTR what ``x`` is: 1 a float32 block, 2 float16, 3 bfloat16 (0, the buffer's, anything else)."""
     if x.dtype == tl.float32:
         tl.store(PTR, 1)
@@ -307,12 +307,12 @@ def _step_kernel(M_IN, L_IN, ACC_IN, S, V, M_OUT, L_OUT, ACC_OUT, DTYPES, BLOCK_
     tl.store(M_OUT + r, m)
     tl.store(L_OUT + r, l)
     tl.store(ACC_OUT + r[:, None] * D + d[None, :], acc)
-    _dtype_code(DTYPES + 0, m)
-    _dtype_code(DTYPES + 1, l)
-    _dtype_code(DTYPES + 2, acc)
+    dtype_code(DTYPES + 0, m)
+    dtype_code(DTYPES + 1, l)
+    dtype_code(DTYPES + 2, acc)
 
 
-_DTYPE_NAMES = {0: "something other than a float block", 1: "float32", 2: "float16", 3: "bfloat16"}
+DTYPE_NAMES = {0: "something other than a float block", 1: "float32", 2: "float16", 3: "bfloat16"}
 _STEP_SHAPES = ("s is [BLOCK_M, BLOCK_N], v [BLOCK_N, d]; return (m, l, acc) in that order, m and l of "
                 "shape [BLOCK_M] (reduce s along axis 1), acc [BLOCK_M, d]")
 
@@ -330,7 +330,7 @@ class _Step:
     m: torch.Tensor
     l: torch.Tensor
     acc: torch.Tensor
-    dtypes: tuple  # of m, l and acc as returned: codes of _DTYPE_NAMES
+    dtypes: tuple  # of m, l and acc as returned: codes of DTYPE_NAMES
     eps: float  # the epsilon of v's dtype: p is rounded to it for tl.dot
 
     def model(self, variant: str = "right"):
@@ -386,7 +386,7 @@ def _same(got: torch.Tensor, want: torch.Tensor, rtol: float, scale: torch.Tenso
     return bool(((got - want).abs()[~inf] <= rtol * scale[~inf] + 1e-30).all())
 
 
-class _Bfloat16Dot(contextlib.AbstractContextManager):
+class Bfloat16Dot(contextlib.AbstractContextManager):
     """Under the interpreter, tl.dot of bfloat16 blocks computed right: Triton 3.6's interpreter keeps bfloat16
     as raw 16-bit integers and multiplies those. Inside the block, a dot with a bfloat16 operand converts
     both to float32 first (a GPU's tensor cores multiply them exactly and add in float32 too)."""
@@ -434,10 +434,10 @@ def _one_step(step, what: str, m_i, l_i, acc_i, s, v, v_dtype=torch.float16) -> 
     dtypes = torch.zeros(3, dtype=torch.int32, device=dev)
     ins = [m_i.float().to(dev), l_i.float().to(dev), acc_i.float().to(dev), s.float().to(dev), v.to(v_dtype).to(dev)]
     try:
-        with _Bfloat16Dot() if v_dtype == torch.bfloat16 else contextlib.nullcontext():
+        with Bfloat16Dot() if v_dtype == torch.bfloat16 else contextlib.nullcontext():
             _step_kernel[(1,)](*ins, *outs, dtypes, BLOCK_M=bm, BLOCK_N=bn, D=d, STEP=step)
     except Exception as err:
-        raise _explain(user_error(f"on {what}, your softmax_step", err), _STEP_SHAPES,
+        raise explain_error(user_error(f"on {what}, your softmax_step", err), _STEP_SHAPES,
                        "softmax_step returns three values: (m, l, acc)") from None
     if runtime.DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -501,7 +501,7 @@ def _diagnose_step(cases) -> None:
             why = ("keep the accumulator in float32: it sums a new block every step, and float16 rounds each sum; "
                    "only p is converted (to v's dtype), for tl.dot, which adds in float32" if name == "acc" else
                    "m and l stay float32, as they came in")
-            raise Failed(f"on {later.what}: softmax_step returns {name} as {_DTYPE_NAMES[code]}: {why}")
+            raise Failed(f"on {later.what}: softmax_step returns {name} as {DTYPE_NAMES[code]}: {why}")
     m_want, l_want, _ = later.model()
     if _same(later.m, l_want, 512 * EPS32) and _same(later.l, m_want, 16 * EPS32):
         raise Failed("m and l come back swapped: return (m, l, acc) in that order")
@@ -638,7 +638,7 @@ def check_softmax_step(softmax_step) -> str:
         try:
             out = attention.attention(to(q), to(k), to(v), causal=causal, step=softmax_step, config=config)
         except Exception as err:
-            raise _explain(user_error(f"on {what}, inside the attention kernel, your softmax_step", err),
+            raise explain_error(user_error(f"on {what}, inside the attention kernel, your softmax_step", err),
                            _STEP_SHAPES, "softmax_step returns three values: (m, l, acc)") from None
         got = out[0, 0].cpu().double()
         want = attention.reference(q[None, None], k[None, None], v[None, None], causal=causal)[0, 0]
@@ -974,7 +974,7 @@ def _launch(kernel, case: _Case, layouts: dict | None = None, guard: float = mat
         if runtime.DEVICE == "cuda":
             torch.cuda.synchronize()
     except Exception as err:
-        raise _explain(user_error(f"on {case.what}, your kernel", err), _FLASH_SHAPES) from None
+        raise explain_error(user_error(f"on {case.what}, your kernel", err), _FLASH_SHAPES) from None
     if seen.stubs:
         raise NotAttempted
     o_spill = int((o_buf != _O_UNWRITTEN).sum()) - int((ov != _O_UNWRITTEN).sum())

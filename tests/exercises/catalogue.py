@@ -64,6 +64,16 @@ def variant(tmp_path, name, kernels, *edits):
     return getattr(module, kernel.fn.__name__)
 
 
+def module_from_file(path: Path, source: str):
+    """``source`` written to ``path`` and imported as a module of its own (compiled Triton, and the checks'
+    reading of a learner's code, need a function's source on disk)."""
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def edited_source(functions, *edits) -> str:
     """The source of ``functions`` (Python or @triton.jit functions), one after another, with
     ``edits`` ((old, new) pairs, each of which must apply) made."""

@@ -2,7 +2,6 @@
 (without the answer), correct alternatives pass, and no check crashes."""
 
 import functools
-import importlib.util
 import math
 
 import numpy as np
@@ -14,7 +13,7 @@ import triton.language as tl
 from course import exercises, runtime, solutions, tiled
 from course.tiled import waves  # a global of that name: answers whose own variable is called waves still pass
 
-from catalogue import assert_survives, assert_wrong_answers_named, edited_source, quiet, stub
+from catalogue import assert_survives, assert_wrong_answers_named, edited_source, module_from_file, quiet, stub
 
 
 # --- 05 · exercise 1: waves ---------------------------------------------------------------------------
@@ -397,12 +396,8 @@ PRUNE_EDITED = {
 
 def _edited_prune(tmp_path, label, edits):
     """The reference prune_configs with ``edits`` made, in a module of its own (so that its source can be read)."""
-    path = tmp_path / f"prune_{abs(hash(label))}.py"
-    path.write_text("import torch\nimport triton\n\n\n" + edited_source(solutions.prune_configs, *edits))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.prune_configs
+    source = "import torch\nimport triton\n\n\n" + edited_source(solutions.prune_configs, *edits)
+    return module_from_file(tmp_path / f"prune_{abs(hash(label))}.py", source).prune_configs
 
 
 def test_prune_configs_each_wrong_answer_gets_its_own_message(tmp_path):
