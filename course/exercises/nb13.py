@@ -125,8 +125,9 @@ def _state(gen, dtype, masked, col0, row0, s_q, score_scale, value_scale):
 def _explain_step(failed: Failed, returns: str | None = None) -> Failed:
     """notebook 11's explanation of an error, its tl.dot dtype hint said in this exercise's words."""
     text = str(explain_error(failed, _STEP_SHAPES, returns))
-    if returns and "not iterable" in text:  # one block returned where two are unpacked
-        text = f"{text.split(chr(10) + '  hint:')[0]}\n  hint: {returns}"
+    if returns and "not iterable" in text:  # one block returned where two are unpacked, or a loop over a block
+        text = (f"{text.split(chr(10) + '  hint:')[0]}\n  hint: {returns}; and inside a kernel a block cannot be "
+                "looped over or indexed (for r in rows, cols[0]): work on whole blocks")
     return Failed(text.replace("convert p to v's (p.to(v.dtype))", "convert Pᵀ and dSᵀ to the inputs' dtype "
                                                                    "(p_t.to(do.dtype), ds_t.to(q.dtype))"))
 
@@ -230,7 +231,8 @@ def check_dkdv_step(dkdv_step) -> str:
         got_dk, got_dv, codes = _run_step(dkdv_step, what, state, masked, col0, row0, s_q)
         for name, code in zip(("dk", "dv"), codes):
             if code != 1:
-                raise Failed(f"on {what}: {name} came back as {DTYPE_NAMES[code]}: keep the sums float32 (convert "
+                got = DTYPE_NAMES[code] if code else "something other than a float32 block"
+                raise Failed(f"on {what}: {name} came back as {got}: keep the sums float32 (convert "
                              "only the operands of tl.dot, e.g. p_t.to(do.dtype))")
         inputs = _model_inputs(state)
         want_dk, want_dv = _model(*inputs, masked)
@@ -295,7 +297,9 @@ def _watching_matmul(learner, calls):
         return result
 
     scopes = [(gemm.__dict__, "matmul"), (autograd.__dict__, "forward_matmul")]
-    scopes += [(learner.__globals__, name) for name, value in list(learner.__globals__.items()) if value is real]
+    learner = getattr(learner, "__wrapped__", learner)
+    own = getattr(learner, "__globals__", {})  # (a functools.partial or a callable object has none)
+    scopes += [(own, name) for name, value in list(own.items()) if value is real]
     for scope, name in scopes:
         scope[name] = recorded
     try:
@@ -309,9 +313,9 @@ def _copied(t, originals) -> str | None:
     """The name of the input that ``t`` copies (its values, or its transpose's, in memory of its own, maybe
     converted to another dtype), or None:
     a view of an input (its memory) or a tensor of other values is no copy."""
-    if not isinstance(t, torch.Tensor) or t.dim() != 2:
+    if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.layout != torch.strided:
         return None
-    if any(t.untyped_storage().data_ptr() == o.untyped_storage().data_ptr() for o in originals.values()):
+    if any(_shares_memory(t, o) for o in originals.values()):
         return None
     values = t.detach().double().cpu()
     for name, o in originals.items():
@@ -321,54 +325,86 @@ def _copied(t, originals) -> str | None:
     return None
 
 
-def _from_a_product(t, calls) -> bool:
-    """Whether ``t`` is (a view of) the result of one of the recorded matmul calls."""
-    return isinstance(t, torch.Tensor) and any(
-        t.untyped_storage().data_ptr() == result.untyped_storage().data_ptr() for _, _, result in calls)
+def _judge_linear_grads(what, result, inputs, before, calls) -> None:
+    """Raise a Failed for what is wrong with ``result`` of one call of linear_grads (see its check)."""
+    x, w = inputs["x"], inputs["w"]
+    (M, K), N = x.shape, w.shape[0]
+    for name, t in inputs.items():
+        if tuple(t.shape) != tuple(before[name].shape) or not torch.equal(t.double().cpu(), before[name]):
+            raise Failed(f"on {what}: linear_grads changed its input {name}: gradients are new tensors; never write "
+                         "into x, w or dy (no in-place operations on them)")
+    if not (isinstance(result, (tuple, list)) and len(result) == 3):
+        raise Failed("linear_grads must return three tensors: (dx, dw, db)")
+    dx, dw, db = result
+    for name, got, shape in (("dx", dx, (M, K)), ("dw", dw, (N, K)), ("db", db, (N,))):
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
+            hint = {"dx": " (x's shape)", "dw": " (w's shape, (outputs, inputs): is yours transposed?)",
+                    "db": " (one value per output: a sum over the tokens, axis 0)"}[name]
+            shown = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            raise Failed(f"on {what}: {name} must have shape {shape}{hint}, got {shown}")
+        if got.layout != torch.strided or got.device != x.device:
+            raise Failed(f"on {what}: {name} must be a dense tensor on x's device ({x.device}), not {got.layout} on "
+                         f"{got.device}")
+        if got.dtype != x.dtype:
+            raise Failed(f"on {what}: {name} is {got.dtype}: a gradient has the dtype of what it is the gradient of "
+                         f"({x.dtype} here)")
+    copies = [_copied(t, inputs) for a, b, _ in calls for t in (a, b)]
+    copied = next((c for c in copies if c), None)
+    if copied:
+        raise Failed(f"on {what}: course.gemm.matmul got a copy of {copied}, not a view: it reads any strides, so .T is "
+                     "all it needs (no .contiguous(), .clone(), conversion or arithmetic first)")
+    for name, got, operands in (("dx", dx, ("dy", "w")), ("dw", dw, ("dy", "x"))):
+        product = next(((a, b, r) for a, b, r in calls if _shares_memory(got, r)), None)
+        if product is None:
+            raise Failed(f"on {what}: {name} did not come from course.gemm.matmul (it was called {len(calls)} "
+                         f"time{'' if len(calls) == 1 else 's'}): compute each product with it, and return what it "
+                         "returns (a view of it, such as .T, is fine)")
+        a, b, r = product
+        if not torch.equal(got, r if got.shape == r.shape else r.T):
+            raise Failed(f"on {what}: {name} was changed after course.gemm.matmul returned it: return its result")
+        taken = sorted(next((n for n in operands if _shares_memory(t, inputs[n])), "?") for t in (a, b))
+        if taken != sorted(operands):
+            raise Failed(f"on {what}: course.gemm.matmul got an operand that is not {operands[0]} or {operands[1]} "
+                         f"itself for {name}: it takes views of {operands[0]} and {operands[1]} (matmul reads any "
+                         "strides, so .T is all it needs: no copies, padding or arithmetic first)")
+    x64, w64, dy64 = before["x"], before["w"], before["dy"]
+    for name, got, want, how in (("dx", dx, dy64 @ w64, "dy (M x N) times w (N x K)"),
+                                 ("dw", dw, dy64.T @ x64, "dyᵀ (N x M) times x (M x K)"),
+                                 ("db", db, dy64.sum(0), "a sum of dy over the tokens")):
+        if not close(got.double().cpu(), want):
+            raise Failed(f"on {what}: {name} is wrong: it is {how}")
+
+
+def _shares_memory(a, b) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.layout == b.layout == torch.strided
+            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 
 
 @exercise("linear_grads", "Write linear_grads above: (dx, dw, db) of y = x @ w.T + b, with course.gemm.matmul "
                           "on views of x, w and dy")
 def check_linear_grads(linear_grads) -> str:
     """Check ``linear_grads(x, w, dy) -> (dx, dw, db)`` for ``y = x wᵀ + b`` against float64 on odd shapes, an x
-    and a dy stored transposed, and that both products ran on ``course.gemm.matmul`` with operands that
-    are views of x, w and dy (no copies)."""
+    and a dy stored transposed: the inputs left as they were, the gradients dense, of x's dtype and device, and
+    dx and dw the results of ``course.gemm.matmul`` calls whose operands are views of (dy, w) and (dy, x)."""
     require_function("linear_grads", linear_grads, ("x", "w", "dy"))
     gen = torch.Generator().manual_seed(13)
     for what, M, K, N, x_layout, dy_layout in _LINEAR_CASES:
-        x, w, dy = _linear_operands(M, K, N, x_layout, dy_layout, gen)
+        inputs = dict(zip(("x", "w", "dy"), _linear_operands(M, K, N, x_layout, dy_layout, gen)))
+        before = {name: t.double().cpu() for name, t in inputs.items()}
         calls = []
         try:
-            with _watching_matmul(getattr(linear_grads, "__wrapped__", linear_grads), calls), torch.no_grad():
-                result = linear_grads(x, w, dy)
+            with _watching_matmul(linear_grads, calls), torch.no_grad():
+                result = linear_grads(*inputs.values())
         except Failed:
             raise
         except Exception as err:
             raise user_error(f"on {what}, linear_grads", err) from None
-        if not (isinstance(result, (tuple, list)) and len(result) == 3):
-            raise Failed("linear_grads must return three tensors: (dx, dw, db)")
-        dx, dw, db = result
-        for name, got, shape in (("dx", dx, (M, K)), ("dw", dw, (N, K)), ("db", db, (N,))):
-            if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
-                hint = {"dx": " (x's shape)", "dw": " (w's shape, (outputs, inputs): is yours transposed?)",
-                        "db": " (one value per output: a sum over the tokens, axis 0)"}[name]
-                shown = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-                raise Failed(f"on {what}: {name} must have shape {shape}{hint}, got {shown}")
-        copies = [(name, _copied(t, {"x": x, "w": w, "dy": dy})) for a, b, _ in calls for name, t in (("a", a), ("b", b))]
-        copy = next(((operand, of) for operand, of in copies if of), None)
-        if copy:
-            raise Failed(f"on {what}: course.gemm.matmul's {copy[0]} was a copy of {copy[1]}, not a view: matmul reads "
-                         "any strides, so .T is all it needs (no .contiguous(), .clone() or arithmetic first)")
-        missing = [name for name, t in (("dx", dx), ("dw", dw)) if not _from_a_product(t, calls)]
-        if missing:
-            raise Failed(f"on {what}: {' and '.join(missing)} did not come from course.gemm.matmul (it was called "
-                         f"{len(calls)} time{'' if len(calls) == 1 else 's'}): compute each product with it, and "
-                         "return what it returns (a view of it, such as .T, is fine)")
-        x64, w64, dy64 = (t.double().cpu() for t in (x, w, dy))
-        for name, got, want, how in (("dx", dx, dy64 @ w64, "dy (M x N) times w (N x K)"),
-                                     ("dw", dw, dy64.T @ x64, "dyᵀ (N x M) times x (M x K)"),
-                                     ("db", db, dy64.sum(0), "a sum of dy over the tokens")):
-            if not close(got.double().cpu(), want):
-                raise Failed(f"on {what}: {name} is wrong: it is {how}")
+        try:
+            _judge_linear_grads(what, result, inputs, before, calls)
+        except Failed:
+            raise
+        except Exception as err:  # something returned that the checks below cannot read
+            raise Failed(f"on {what}: the check could not read what linear_grads returned ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''}): return three dense tensors") from None
     return ("dx = dy·w and dw = dyᵀ·x on views of the inputs, db a column sum: right on odd shapes, x and dy stored "
             "transposed")

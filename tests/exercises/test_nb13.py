@@ -129,7 +129,7 @@ LINEAR_WRONG = {
                                "a sum over the tokens"),
     "dw with torch": (_grads("    return gemm.matmul(dy, w), dy.T @ x, dy.sum(0)\n"), "dw did not come from"),
     "matmul called, torch returned": (_grads("    gemm.matmul(dy, w)\n    gemm.matmul(dy.T, x)\n"
-                                             "    return dy @ w, dy.T @ x, dy.sum(0)\n"), "dx and dw did not come from"),
+                                             "    return dy @ w, dy.T @ x, dy.sum(0)\n"), "dx did not come from"),
     "copies": (_grads("    return gemm.matmul(dy, w), gemm.matmul(dy.T.contiguous(), x), dy.sum(0)\n"),
                "a copy of dy, not a view"),
     "converted to float16": (_grads("    return (gemm.matmul(dy.half(), w.half()).float(), gemm.matmul(dy.T.half(), "
@@ -154,6 +154,50 @@ def test_linear_grads_stub_is_not_attempted():
 
 def test_linear_grads_wrong_answers_each_get_their_own_message():
     assert_wrong_answers_named(exercises.check_linear_grads, LINEAR_WRONG)
+
+
+_MM = "gemm.matmul"
+LINEAR_CHEATS = {  # a second review's: each fails, with these words
+    "dy zeroed in place": ("    dy.zero_()\n    return gemm.matmul(dy, w), gemm.matmul(dy.T, x), dy.sum(0)\n",
+                           "changed its input dy"),
+    "x transposed in place": ("    dx = gemm.matmul(dy, w)\n    x.t_()\n    return dx, gemm.matmul(dy.T, x.T), dy.sum(0)\n",
+                              "changed its input x"),
+    "a product of zeros overwritten": ("    dx = gemm.matmul(torch.zeros_like(dy), torch.zeros_like(w))\n"
+                                       "    dx.copy_(dy @ w)\n    return dx, gemm.matmul(dy.T, x), dy.sum(0)\n",
+                                       "an operand that is not dy or w itself"),
+    "float16 results": ("    return (gemm.matmul(dy, w, out_dtype=torch.float16), gemm.matmul(dy.T, x, "
+                        "out_dtype=torch.float16), dy.sum(0))\n", "a gradient has the dtype"),
+    "db in float64": ("    return gemm.matmul(dy, w), gemm.matmul(dy.T, x), dy.double().sum(0)\n", "db is torch.float64"),
+    "padded copies": ("    f = torch.nn.functional\n    dx = gemm.matmul(f.pad(dy, (0, 1)), f.pad(w, (0, 0, 0, 1)))\n"
+                      "    return dx, gemm.matmul(dy.T, x), dy.sum(0)\n", "not dy or w itself"),
+    "a copy one bit off": ("    return gemm.matmul(dy * (1 + 2 ** -22), w), gemm.matmul(dy.T, x), dy.sum(0)\n",
+                           "not dy or w itself"),
+    "a meta tensor": ("    return gemm.matmul(dy, w), gemm.matmul(dy.T, x), torch.empty(dy.shape[1], device='meta')\n",
+                      "dense tensor on x's device"),
+    "a sparse dx": ("    return gemm.matmul(dy, w).to_sparse(), gemm.matmul(dy.T, x), dy.sum(0)\n",
+                    "dense tensor on x's device"),
+}
+
+
+@pytest.mark.parametrize("label", list(LINEAR_CHEATS))
+def test_linear_grads_refuses_what_a_second_review_tried(label):
+    body, words = LINEAR_CHEATS[label]
+    verdict = quiet(exercises.check_linear_grads, _grads(body))
+    assert verdict.status == "failed" and words in verdict.message, verdict.line
+
+
+def test_linear_grads_takes_a_partial_or_a_callable_object():
+    import functools
+
+    right = _grads("    return gemm.matmul(dy, w), gemm.matmul(dy.T, x), dy.sum(0)\n")
+
+    class Grads:
+        def __call__(self, x, w, dy):
+            return right(x, w, dy)
+
+    for answer in (functools.partial(right), Grads()):
+        verdict = quiet(exercises.check_linear_grads, answer)
+        assert verdict.passed, verdict.line
 
 
 def test_linear_grads_finds_matmul_imported_by_name_and_restores_it():
