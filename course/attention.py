@@ -154,7 +154,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise RuntimeError("attention: q, k or v requires a gradient, and this forward kernel computes none; for "
                            "gradients call course.attention_backward.attention (the same arguments, without step= "
                            "and config=), or run this one under torch.no_grad()")
-    return forward(q, k, v, causal=causal, scale=scale, step=step, config=config)[0]
+    return _launch(q, k, v, causal, scale, step, config, with_lse=False)[0]
 
 
 def check_inputs(q, k, v) -> None:
@@ -207,6 +207,11 @@ def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=N
     (``log2 Σ_j 2^(s_j · log₂e)``, float32, (batch, heads, seq_q)): what the backward needs to
     recompute the probabilities. Without the gradient path; inputs as :func:`attention` takes them."""
     check_inputs(q, k, v)
+    return _launch(q, k, v, causal, scale, step, config, with_lse)
+
+
+def _launch(q, k, v, causal, scale, step, config, with_lse):
+    """:func:`forward` on inputs :func:`check_inputs` has passed."""
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
     out = empty_output(q, H_KV, causal)

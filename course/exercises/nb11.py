@@ -438,7 +438,7 @@ def _one_step(step, what: str, m_i, l_i, acc_i, s, v, v_dtype=torch.float16) -> 
             _step_kernel[(1,)](*ins, *outs, dtypes, BLOCK_M=bm, BLOCK_N=bn, D=d, STEP=step)
     except Exception as err:
         raise explain_error(user_error(f"on {what}, your softmax_step", err), _STEP_SHAPES,
-                       "softmax_step returns three values: (m, l, acc)") from None
+                            "softmax_step returns three values: (m, l, acc)") from None
     if runtime.DEVICE == "cuda":
         torch.cuda.synchronize()
     m_i, l_i, acc_i, s, v = (t.double().cpu() for t in ins)
@@ -639,7 +639,7 @@ def check_softmax_step(softmax_step) -> str:
             out = attention.attention(to(q), to(k), to(v), causal=causal, step=softmax_step, config=config)
         except Exception as err:
             raise explain_error(user_error(f"on {what}, inside the attention kernel, your softmax_step", err),
-                           _STEP_SHAPES, "softmax_step returns three values: (m, l, acc)") from None
+                                _STEP_SHAPES, "softmax_step returns three values: (m, l, acc)") from None
         got = out[0, 0].cpu().double()
         want = attention.reference(q[None, None], k[None, None], v[None, None], causal=causal)[0, 0]
         if not close(got, want):

@@ -85,8 +85,7 @@ def _model(k, v, dk, dv, q, do, lse, delta, cols, rows, qk_scale, masked, varian
     """(dk, dv) after the step, in float64: right, or with one of :data:`_MISTAKES`."""
     ex = torch.exp if variant == "natural exp" else torch.exp2
     s = k @ q.T * (1.0 if variant == "no scale" else qk_scale)
-    with torch.no_grad():
-        p_t = ex(s - lse[None, :])
+    p_t = ex(s - lse[None, :])
     p_t = torch.where(torch.isinf(lse)[None, :], torch.zeros_like(p_t), p_t)  # rows past the end
     seen = {"right": cols[:, None] <= rows[None, :], "flipped mask": cols[:, None] >= rows[None, :],
             "strict mask": cols[:, None] < rows[None, :]}.get(variant, cols[:, None] <= rows[None, :])
@@ -186,11 +185,9 @@ def _diagnose(what, got_dk, got_dv, inputs, masked, tol, dtype=torch.float16):
     dk0, dv0 = inputs[2], inputs[3]
     for variant, message in _MISTAKES.items():
         want_dk, want_dv = _model(*inputs, masked, variant)
-        if variant == "swapped":
-            dk0, dv0 = dv0, dk0
-        if _updated(got_dk, want_dk, dk0, tol) and _updated(got_dv, want_dv, dv0, tol):
+        start_dk, start_dv = (dv0, dk0) if variant == "swapped" else (dk0, dv0)  # each sum's own start
+        if _updated(got_dk, want_dk, start_dk, tol) and _updated(got_dv, want_dv, start_dv, tol):
             return Failed(f"on {what}: {message}")
-        dk0, dv0 = inputs[2], inputs[3]
     want_dk, want_dv = _model(*inputs, masked)
     wrong = [name for name, got, want, start in (("dv", got_dv, want_dv, dv0), ("dk", got_dk, want_dk, dk0))
              if not _updated(got, want, start, tol)]
@@ -220,7 +217,7 @@ def check_dkdv_step(dkdv_step) -> str:
     if getattr(dkdv_step, "fn", None) is attention_backward.dkdv_step.fn:
         raise Failed("that is the course's attention_backward.dkdv_step: the exercise is to write it yourself")
     used = borrowed_from(dkdv_step, [(attention_backward.dkdv_step, "the course's attention_backward.dkdv_step")],
-                     modules=("course.attention_backward",))
+                         modules=("course.attention_backward",))
     if used:
         raise Failed(f"dkdv_step calls {used}: the exercise is to write it yourself with tl's functions (tl.dot, "
                      "tl.trans, tl.exp2, tl.where)" if used != "torch" else "dkdv_step uses torch: inside a kernel "
