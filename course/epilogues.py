@@ -48,6 +48,14 @@ def gelu(x):
 
 
 @triton.jit
+def gelu_grad(x):
+    """The derivative of :func:`gelu` at ``x``: ``0.5 (1 + t) + 0.5 x (1 - t^2) u'`` with ``t = tanh(u)``,
+    ``u = sqrt(2/pi) (x + 0.044715 x^3)`` and ``u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)``."""
+    t = stable_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x)
+
+
+@triton.jit
 def fused_linear_kernel(A, W, C, bias, a_scale, w_scale, M, N, K, stride_am, stride_ak, stride_wn, stride_wk,
                         stride_cm, stride_cn, stride_bias, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, NUM_SMS: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr,

@@ -5,9 +5,10 @@
     losses = train(ours, steps=200, batch=16)                 # the same batches for both, from one seed
 
 The two models are the same network built from the same seed, so they start with the same weights:
-``kernels="course"`` runs every Linear layer through :class:`course.gemm.autograd.Linear` and
+``kernels="course"`` runs every Linear layer through :class:`course.gemm.autograd.Linear`, each
+block's MLP through :func:`course.mlp.gelu_mlp` (GELU fused into a GEMM's epilogue both ways) and
 attention through :func:`course.attention_backward.attention`; ``kernels="torch"`` through
-``nn.Linear`` and ``scaled_dot_product_attention``. Their loss curves lie on top of each other if the
+``nn.Linear``, ``F.gelu`` and ``scaled_dot_product_attention``. Their loss curves lie on top of each other if the
 course's forward and backward passes are right.
 
 The task, :func:`copy_batch`, needs attention and nothing else: each sequence is random tokens that
@@ -24,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course import attention_backward, runtime
+from course import attention_backward, mlp, runtime
 from course.gemm import autograd
 
 __all__ = ["CURVE_CONFIG", "GPT", "GPT2_SMALL", "GPTConfig", "copy_batch", "loss_curves", "step_benchmark",
@@ -50,8 +51,9 @@ GPT2_SMALL = GPTConfig(vocab=50304, seq=1024, width=768, layers=12, heads=12, kv
 class Block(nn.Module):
     """Pre-norm transformer block: causal self-attention, then a GELU MLP, each added to the input."""
 
-    def __init__(self, config: GPTConfig, linear, attend):
+    def __init__(self, config: GPTConfig, linear, attend, fused_mlp: bool = False):
         super().__init__()
+        self.fused_mlp = fused_mlp
         self.heads, self.kv_heads = config.heads, config.kv_heads
         self.head_dim = config.width // config.heads
         self.attend = attend
@@ -66,7 +68,10 @@ class Block(nn.Module):
         q, k, v = heads.split([self.heads, self.kv_heads, self.kv_heads], dim=1)  # views: no copies
         y = self.attend(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.down(F.gelu(self.up(self.norm2(x)), approximate="tanh"))
+        h = self.norm2(x)
+        if self.fused_mlp:  # the same weights, GELU in the GEMMs' epilogues
+            return x + mlp.gelu_mlp(h, self.up.weight, self.up.bias, self.down.weight, self.down.bias)
+        return x + self.down(F.gelu(self.up(h), approximate="tanh"))
 
 
 def _sdpa(q, k, v):
@@ -80,14 +85,15 @@ def _course_attention(q, k, v):
 class GPT(nn.Module):
     """Token and position embeddings, ``config.layers`` :class:`Block` s, a final norm and a head that
     gives each position's logits over the vocabulary. ``kernels``: ``"course"`` or ``"torch"`` (see
-    the module's docstring); ``seed``: the weights' (the same seed gives both kinds the same weights).
+    the module's docstring); ``seed``: the weights' (the same seed gives both kinds the same weights);
+    ``fused_mlp=False`` runs the course's MLP as two Linear layers and torch's GELU between them.
 
         >>> GPT(GPTConfig(layers=1), kernels="torch", device="cpu")(torch.zeros(2, 5, dtype=torch.long)).shape
         torch.Size([2, 5, 32])
     """
 
     def __init__(self, config: GPTConfig = GPTConfig(), *, kernels: str = "course", seed: int = 0,
-                 device=None, dtype=torch.float32):
+                 device=None, dtype=torch.float32, fused_mlp: bool = True):
         super().__init__()
         if kernels not in ("course", "torch"):
             raise ValueError(f"GPT(kernels={kernels!r}): pass 'course' or 'torch'")
@@ -105,7 +111,8 @@ class GPT(nn.Module):
             torch.manual_seed(seed)
             self.tokens = nn.Embedding(config.vocab, config.width)
             self.positions = nn.Embedding(config.seq, config.width)
-            self.blocks = nn.ModuleList(Block(config, linear, attend) for _ in range(config.layers))
+            fused = fused_mlp and kernels == "course"
+            self.blocks = nn.ModuleList(Block(config, linear, attend, fused) for _ in range(config.layers))
             self.norm = nn.LayerNorm(config.width)
             self.head = linear(config.width, config.vocab, bias=False)
         self.to(device=device if device is not None else runtime.DEVICE, dtype=dtype)
@@ -183,11 +190,15 @@ def loss_curves(config: GPTConfig = CURVE_CONFIG, steps: int = 300, batch: int =
 def step_benchmark(config: GPTConfig = GPT2_SMALL, batch: int = 8, dtype=torch.bfloat16) -> list[dict]:
     """One training step of ``config`` (default GPT-2 small's sizes) with torch's kernels eager and
     compiled, and with the course's eager and compiled (``torch.compile`` fuses the rest around the
-    course's ops): one row each, ``{"label", "ms", "tokens_per_s"}``."""
+    course's ops), and the course's eager with its MLP unfused: one row each, ``{"label", "ms",
+    "tokens_per_s"}``."""
     rows = []
-    for label, kernels, compiled in (("torch eager", "torch", False), ("torch.compile", "torch", True),
-                                     ("course", "course", False), ("course + torch.compile", "course", True)):
-        model = GPT(config, kernels=kernels, dtype=dtype)
+    for label, kernels, compiled, fused in (("torch eager", "torch", False, False),
+                                            ("torch.compile", "torch", True, False),
+                                            ("course", "course", False, True),
+                                            ("course, MLP unfused", "course", False, False),
+                                            ("course + torch.compile", "course", True, True)):
+        model = GPT(config, kernels=kernels, dtype=dtype, fused_mlp=fused)
         ms = train_step_ms(model, batch, compiled=compiled)
         rows.append(dict(label=label, ms=ms, tokens_per_s=batch * config.seq / ms * 1e3))
         del model

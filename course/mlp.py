@@ -3,6 +3,7 @@
     y = mlp(x, w1, b1, w2, b2)                    # gelu(x @ w1.T + b1) @ w2.T + b2
     w_gate_up = pack_gate_up(w_gate, w_up)        # once, when the weights are loaded
     y = swiglu_mlp(x, w_gate_up, w_down)          # (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+    y = gelu_mlp(x, w1, b1, w2, b2)               # mlp() with gradients, for training
 
 :func:`mlp` runs notebook 08's ``fused_linear_kernel`` twice: bias and GELU in the first GEMM's
 epilogue. :func:`swiglu_mlp` computes the gate and up projections as **one** GEMM over a weight
@@ -11,18 +12,28 @@ gate and up values of the same hidden units side by side, so its epilogue (:func
 can split them, apply ``silu(gate) * up`` and store half as many columns. The hidden activations
 are written once and read once; torch's unfused chain writes and reads them three times more.
 Weights are ``(out_features, in_features)``, as ``torch.nn.Linear`` keeps them.
+
+For training (notebook 13), :func:`gelu_mlp` is :func:`mlp` with gradients: ``gelu_gemm_kernel`` runs
+the forward's first GEMM (storing the pre-activation beside its GELU) and the backward's first,
+``dY @ w2`` times GELU's derivative, with the bias gradient's column sums in the same epilogue.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
-from course import epilogues
-from course.epilogues import silu
+from course import epilogues, runtime
+from course.epilogues import gelu, gelu_grad, silu
+from course.gemm import autograd
+from course.gemm.config import Config, heuristic_config
+from course.gemm.layout import host_descriptor, tma_layout
 from course.persistent import programs
-from course.stages import GemmContext, ScheduleContext, Tile, make_output_view, make_tensor_view
+from course.stages import (DescriptorOutputView, DescriptorView, GemmContext, ScheduleContext, Tile, make_bias_view,
+                           make_output_view, make_tensor_view)
 
 
 @triton.jit
@@ -166,3 +177,245 @@ def hidden_traffic(M: int, hidden: int, element_bytes: int = 2, *, swiglu: bool)
     reads two and writes, the down GEMM reads (8 passes) against write + read (2)."""
     one = M * hidden * element_bytes
     return {"unfused": (8 if swiglu else 4) * one, "fused": 2 * one}
+
+
+# --- Training (notebook 13): the GELU MLP with its backward fused ---------------------------------------
+
+
+@triton.jit
+def gelu_gemm_kernel(A, B, Pre, Out, bias, col_sums, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                     stride_om, stride_on, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr, EVEN_K: tl.constexpr, USE_TMA: tl.constexpr,
+                     A_T: tl.constexpr, B_T: tl.constexpr, TMA_OUT: tl.constexpr, HALVES: tl.constexpr,
+                     FLATTEN: tl.constexpr, BACKWARD: tl.constexpr):
+    """The two GEMMs of a GELU MLP's training that carry the GELU in their epilogue.
+
+    Forward (``BACKWARD=False``): ``Pre = A @ B + bias`` and ``Out = gelu(Pre)``, both stored (the
+    backward needs ``Pre``). Backward: ``Out = (A @ B) * gelu'(Pre)`` with ``Pre`` read: the gradient
+    before the GELU straight from ``dY @ W_down``, whose product is never stored; and each tile's
+    column sums of ``Out`` in ``col_sums[pid_m, :]`` (float32; None: none), which summed over ``pid_m``
+    give the bias gradient. With ``USE_TMA``, ``A`` and ``B`` are host tensor descriptors (``A_T``, ``B_T``:
+    stored transposed); with ``TMA_OUT``, ``Pre`` and ``Out`` are too (row-major, stored in ``HALVES``
+    pieces; ``Pre`` read whole in the backward). ``Pre`` and ``Out`` share strides."""
+    if USE_TMA:
+        tensorA = DescriptorView(A, A_T)
+        tensorB = DescriptorView(B, B_T)
+    else:
+        tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+        tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
+    if TMA_OUT:
+        tensorOut = DescriptorOutputView(Out, False, HALVES)
+        if BACKWARD:
+            tensorPre = DescriptorView(Pre, False)
+        else:
+            tensorPre = DescriptorOutputView(Pre, False, HALVES)
+    else:
+        tensorPre = make_output_view(Pre, M, N, stride_om, stride_on)
+        tensorOut = make_output_view(Out, M, N, stride_om, stride_on)
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, 1, GROUP_SIZE_M, even_k=EVEN_K)
+    sched = ScheduleContext(M, N, K, ctx)
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in tl.range(start, total, stride, flatten=FLATTEN):
+        tile = sched.get_tile_from_idx(tile_id)
+        acc = ctx.reduce_k_range(tensorA, tensorB, tile, 0, tl.cdiv(K, BLOCK_K))
+        if BACKWARD:
+            acc = acc * gelu_grad(tensorPre.load(tile, boundary=True).to(tl.float32))
+            tensorOut.store(acc, tile)
+            if col_sums is not None:
+                rows, cols = tile.indices()
+                acc = tl.where(rows[:, None] < M, acc, 0.0)  # pointer views read rows past M wrapped, not zeros
+                tl.store(col_sums + tile.pid_m * N + cols, tl.sum(acc, axis=0), mask=cols < N)
+        else:
+            acc = make_bias_view(bias, N, 1).apply(acc, tile)
+            tensorPre.store(acc, tile)
+            tensorOut.store(gelu(acc), tile)
+
+
+# The fastest of four on an H100: forward + backward of two MLP shapes in 2.45 ms, against 2.48-2.89 ms
+# (notes/training.md, "The fused MLP")
+_TRAINING_TILES = Config(128, 256, 64, num_warps=8, num_stages=3)
+_FLATTEN = False  # tl.range(..., flatten=) of the persistent loop
+_STAGES_THAT_FIT = {}  # (config, dtype, device, variant) -> the most pipeline stages that compiled
+
+
+def _fitted(config, element_size):
+    """``(config, halves)``: K blocks of 32 for 4-byte inputs; outputs stored in two halves where a
+    tile's row is 512 bytes or more (half the staging shared memory)."""
+    block_k = 32 if element_size == 4 else config.block_k
+    halves = 2 if config.block_n * element_size >= 512 else 1
+    return Config(config.block_m, config.block_n, block_k, num_warps=config.num_warps,
+                  num_stages=config.num_stages), halves
+
+
+def _gelu_gemm(a, b, pre=None, bias=None, column_sums=True):
+    """Forward (``pre`` None): ``(pre, gelu(pre))`` of ``a @ b + bias``. Backward: ``(a @ b) *
+    gelu'(pre)`` and its column sums (float32; None with ``column_sums=False``)."""
+    M, K = a.shape
+    N = b.shape[1]
+    backward = pre is not None
+    config, halves = (heuristic_config(M, N, K, a.dtype), 1) if runtime.INTERPRET else \
+        _fitted(_TRAINING_TILES, a.element_size())
+    out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if not backward:
+        pre = torch.empty_like(out)
+    elif pre.stride() != out.stride():  # the kernel reads pre with out's strides
+        pre = pre.contiguous()
+    bias = bias.contiguous() if bias is not None else None  # the kernel reads it with unit stride
+    rows_of_tiles = triton.cdiv(M, config.block_m)
+    column_sums = backward and column_sums
+    col_sums = torch.empty((rows_of_tiles, N), device=a.device, dtype=torch.float32) if column_sums else None
+    if not (M and N):
+        return (out, col_sums.sum(0) if column_sums else None) if backward else (pre, out)
+    layouts = (tma_layout(a), tma_layout(b))
+    use_tma = not runtime.INTERPRET and torch.cuda.get_device_capability(a.device)[0] >= 9 and None not in layouts
+    a_t, b_t = layouts[0] == "columns", layouts[1] == "columns"
+    tma_out = use_tma and tma_layout(out) == "rows" and tma_layout(pre) == "rows" and pre.stride() == out.stride()
+    a_arg, b_arg, pre_arg, out_arg = a, b, pre, out
+    if use_tma:
+        a_arg = host_descriptor(a, a_t, config.block_m, config.block_k)
+        b_arg = host_descriptor(b, b_t, config.block_k, config.block_n)
+    if tma_out:
+        out_arg = host_descriptor(out, False, config.block_m, config.block_n // halves)
+        pre_arg = host_descriptor(pre, False, config.block_m, config.block_n // (1 if backward else halves))
+    count = min(programs("gelu_mlp", None), rows_of_tiles * triton.cdiv(N, config.block_n))
+    key = (config, a.dtype, a.device, backward, column_sums, use_tma, a_t, b_t, tma_out)
+    launch = functools.partial(
+        gelu_gemm_kernel[(count,)], a_arg, b_arg, pre_arg, out_arg, bias if bias is not None else out,
+        col_sums, M, N, K, *a.stride(), *b.stride(), *out.stride(), BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_SIZE_M=config.group_size_m, NUM_SMS=count,
+        EVEN_K=K % config.block_k == 0, USE_TMA=use_tma, A_T=a_t, B_T=b_t, TMA_OUT=tma_out, HALVES=halves,
+        FLATTEN=_FLATTEN and not runtime.INTERPRET, BACKWARD=backward, num_warps=config.num_warps)
+    stages = _STAGES_THAT_FIT.get(key, config.num_stages)
+    while True:  # the epilogue's shared memory is the compiler's to lay out: one stage fewer until it fits
+        try:
+            launch(num_stages=stages)
+            break
+        except triton.runtime.errors.OutOfResources:
+            if stages <= 1:
+                raise
+            stages -= 1
+    _STAGES_THAT_FIT[key] = stages
+    if not backward:
+        return pre, out
+    return out, col_sums.sum(0) if column_sums else None
+
+
+@torch.library.custom_op("course::gelu_linear", mutates_args=())
+def _gelu_linear_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _gelu_gemm(x, w.T, bias=bias)
+
+
+@_gelu_linear_op.register_fake
+def _(x, w, bias):
+    return x.new_empty((x.shape[0], w.shape[0])), x.new_empty((x.shape[0], w.shape[0]))
+
+
+@torch.library.custom_op("course::gelu_linear_backward", mutates_args=())
+def _gelu_backward_op(grad_y: torch.Tensor, w_down: torch.Tensor,
+                      pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _gelu_gemm(grad_y, w_down, pre=pre)
+
+
+@_gelu_backward_op.register_fake
+def _(grad_y, w_down, pre):
+    return torch.empty_like(pre), pre.new_empty(pre.shape[1], dtype=torch.float32)
+
+
+def _no_second_backward(ctx, *grads):
+    raise RuntimeError("gelu_mlp: a second backward (through the gradients, create_graph=True) is not implemented; "
+                       "for higher derivatives use mlp.torch_mlp")
+
+
+_gelu_backward_op.register_autograd(_no_second_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+class _GeluMLP(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w1, b1, w2, b2):
+        pre, hidden = _gelu_linear_op(x, w1, b1)
+        return autograd.matmul(hidden, w2.T, b2), pre, hidden
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w1, _, w2, _ = inputs
+        _, pre, hidden = output
+        ctx.save_for_backward(x, w1, w2, pre, hidden)
+        ctx.mark_non_differentiable(pre, hidden)
+
+    @staticmethod
+    def backward(ctx, grad_y, _grad_pre, _grad_hidden):
+        x, w1, w2, pre, hidden = ctx.saved_tensors
+        if 0 in grad_y.stride():  # an expanded gradient (from .sum(), say): no rows to read in place
+            grad_y = grad_y.contiguous()
+        need_x, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad
+        if need_x or need_w1 or need_b1:
+            grad_pre, grad_b1 = _gelu_backward_op(grad_y, w2, pre)  # dY @ W2, times gelu'(pre): one kernel
+        return (autograd.matmul(grad_pre, w1) if need_x else None,  # dX
+                autograd.matmul(grad_pre.T, x) if need_w1 else None,  # dW1 = dPreᵀ X
+                grad_b1.to(w1.dtype) if need_b1 else None,
+                autograd.matmul(grad_y.T, hidden) if need_w2 else None,  # dW2 = dYᵀ H
+                grad_y.sum(0, dtype=torch.float32).to(w2.dtype) if need_b2 else None)
+
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def gelu_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+    """:func:`mlp` with gradients: ``gelu(x @ w1.T + b1) @ w2.T + b2`` over the last dimension of ``x``,
+    weights ``(out, in)`` as ``nn.Linear`` keeps them. The forward's first GEMM stores the
+    pre-activation and the GELU of it; the backward's first GEMM, ``dY @ w2``, multiplies by GELU's
+    derivative in its epilogue and sums the bias gradient's columns there: the gradient after the
+    GELU never reaches memory. The other products run :mod:`course.gemm.autograd`'s kernels.
+    Traceable by ``torch.compile(fullgraph=True)``; a second backward is refused.
+
+        >>> x = torch.randn(4, 16, device=runtime.DEVICE, requires_grad=True)
+        >>> w1, w2 = torch.randn(64, 16, device=runtime.DEVICE), torch.randn(16, 64, device=runtime.DEVICE)
+        >>> gelu_mlp(x, w1, torch.zeros(64, device=runtime.DEVICE), w2, torch.zeros(16, device=runtime.DEVICE)).shape
+        torch.Size([4, 16])
+    """
+    d, hidden = x.shape[-1] if x.dim() else None, w1.shape[0] if w1.dim() == 2 else None
+    if (x.dim() == 0 or w1.shape != (hidden, d) or tuple(b1.shape) != (hidden,) or tuple(w2.shape) != (d, hidden)
+            or tuple(b2.shape) != (d,)):
+        raise ValueError(f"gelu_mlp: x {tuple(x.shape)}, w1 {tuple(w1.shape)}, b1 {tuple(b1.shape)}, w2 "
+                         f"{tuple(w2.shape)}, b2 {tuple(b2.shape)}: pass x (..., d), w1 (hidden, d), b1 (hidden,), "
+                         "w2 (d, hidden), b2 (d,)")
+    if len({t.dtype for t in (x, w1, b1, w2, b2)}) != 1 or x.dtype not in _DTYPES:
+        raise TypeError("gelu_mlp: x, w1, b1, w2 and b2 must share one dtype of float16, bfloat16 or float32; got "
+                        f"{', '.join(str(t.dtype).replace('torch.', '') for t in (x, w1, b1, w2, b2))}")
+    rows = x.reshape(-1, d)
+    if 0 in rows.stride() and rows.numel():
+        rows = rows.contiguous()
+    return _GeluMLP.apply(rows, w1, b1, w2, b2)[0].reshape(*x.shape[:-1], d)
+
+
+def training_benchmark(shapes=((8192, 768, 3072), (4096, 1024, 4096), (16384, 2048, 8192)),
+                       dtype=torch.bfloat16) -> list[dict]:
+    """GPU time of one forward and backward of a GELU MLP (``(M, d, hidden)``): torch's chain
+    (``torch_ms``), the course's Linear layers with torch's GELU between them (``unfused_ms``) and
+    :func:`gelu_mlp` (``fused_ms``); and the bias gradient of the backward's fused GEMM, summed in its
+    epilogue (``sums_in_epilogue_ms``: the kernel and the sum of its partials) or by a separate
+    reduction after it (``separate_sum_ms``: the kernel without them, then ``sum(0)``)."""
+    from course import timing
+
+    rows = []
+    for M, d, hidden in shapes:
+        x = torch.randn(M, d, device=runtime.DEVICE, dtype=dtype, requires_grad=True)
+        up, down = autograd.Linear(d, hidden), autograd.Linear(hidden, d)
+        up.to(runtime.DEVICE, dtype), down.to(runtime.DEVICE, dtype)
+        params = (up.weight, up.bias, down.weight, down.bias)
+        grad_y = torch.randn(M, d, device=runtime.DEVICE, dtype=dtype)
+
+        def step(forward):
+            return lambda: torch.autograd.grad(forward(), (x, *params), grad_y)
+
+        f = torch.nn.functional
+        calls = {"torch": step(lambda: torch_mlp(x, *params)),
+                 "unfused": step(lambda: down(f.gelu(up(x), approximate="tanh"))),
+                 "fused": step(lambda: gelu_mlp(x, *params))}
+        with torch.no_grad():
+            pre, _ = _gelu_gemm(x, up.weight.T, bias=up.bias)
+        calls["sums_in_epilogue"] = lambda: _gelu_gemm(grad_y, down.weight, pre=pre)
+        calls["separate_sum"] = lambda: _gelu_gemm(grad_y, down.weight, pre=pre, column_sums=False)[0].sum(0)
+        medians = timing.in_turns(calls)
+        rows.append(dict(M=M, d=d, hidden=hidden, **{f"{name}_ms": ms for name, ms in medians.items()}))
+    return rows

@@ -60,3 +60,84 @@ def test_bad_input_is_named():
         mlp.swiglu(x, w[:23])
     with pytest.raises(TypeError, match="share a dtype"):
         mlp.swiglu(x, mlp.pack_gate_up(w, w).float())
+
+
+# --- gelu_mlp: the MLP with gradients (notebook 13) ---------------------------------------------------
+
+TRAIN_SHAPES = [(37, 16, 48), (5, 48, 80), (1, 16, 16), pick(cpu=(64, 32, 128), gpu=(1000, 768, 3072))]
+
+
+def _mlp_params(d, hidden, dtype):
+    w1, w2 = torch.randn(hidden, d).div(d ** 0.5), torch.randn(d, hidden).div(hidden ** 0.5)
+    b1, b2 = torch.randn(hidden), torch.randn(d)
+    return [t.to(DEVICE, dtype).requires_grad_() for t in (w1, b1, w2, b2)]
+
+
+def _grads_and_reference(x, params):
+    """The output and every gradient of gelu_mlp, and the same of torch's chain in float64 on the CPU."""
+    y = mlp.gelu_mlp(x, *params)
+    grad_y = torch.randn_like(y)
+    mine = torch.autograd.grad(y, (x, *params), grad_y)
+    exact = [t.detach().double().cpu().requires_grad_() for t in (x, *params)]
+    want = mlp.torch_mlp(*exact)
+    return (y, *mine), (want, *torch.autograd.grad(want, exact, grad_y.double().cpu()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32] + ([] if INTERPRET else [torch.bfloat16]), ids=str)
+@pytest.mark.parametrize("M,d,hidden", TRAIN_SHAPES)
+def test_gelu_mlp_gradients_against_float64(M, d, hidden, dtype):
+    x = torch.randn(M, d, device=DEVICE).to(dtype).requires_grad_()
+    got, want = _grads_and_reference(x, _mlp_params(d, hidden, dtype))
+    tol = None if dtype != torch.float32 or INTERPRET else 2e-3  # float32 runs as TF32 on a GPU
+    for name, mine, exact in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), got, want):
+        assert mine.dtype == dtype and mine.shape == exact.shape, name
+        check(f"gelu_mlp {M}x{d}x{hidden} {name}", mine, exact, tol=tol)
+
+
+def test_gelu_mlp_takes_any_leading_shape_transposed_inputs_and_partial_grads():
+    params = _mlp_params(16, 48, torch.float16)
+    params[1] = torch.randn(96, device=DEVICE).to(torch.float16)[::2].requires_grad_()  # a strided bias
+    x = torch.randn(16, 3, 7, device=DEVICE).to(torch.float16).transpose(0, 2).requires_grad_()  # (7, 3, 16), strided
+    got, want = _grads_and_reference(x, params)
+    assert got[0].shape == (7, 3, 16)
+    for name, mine, exact in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), got, want):
+        check(f"strided x {name}", mine, exact)
+    frozen = [p.detach() for p in params[:2]] + params[2:]  # w1, b1 frozen: no gradient asked for them
+    y = mlp.gelu_mlp(x, *frozen)
+    dx, dw2 = torch.autograd.grad(y.sum(), (x, frozen[2]))  # .sum(): an expanded gradient
+    assert dx.shape == x.shape and dw2.shape == frozen[2].shape
+    only_down = [p.detach() for p in params[:2]] + params[2:]
+    (dw2_alone,) = torch.autograd.grad(mlp.gelu_mlp(x.detach(), *only_down).sum(), only_down[2])  # no dPre needed
+    check("dw2 with x, w1, b1 frozen", dw2_alone, dw2.double())
+
+
+def test_gelu_mlp_ops_are_registered_and_compile_without_graph_breaks():
+    params = _mlp_params(16, 32, torch.float32)
+    x = torch.randn(9, 16, device=DEVICE, requires_grad=True)
+    with torch.no_grad():
+        pre, hidden = mlp._gelu_linear_op(x, params[0], params[1])
+    torch.library.opcheck(mlp._gelu_linear_op, (x.detach(), params[0].detach(), params[1].detach()),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(mlp._gelu_backward_op, (torch.randn(9, 16, device=DEVICE), params[2].detach(), pre),
+                          test_utils=("test_schema", "test_faketensor"))
+    compiled = torch.compile(lambda t: mlp.gelu_mlp(t, *params).square().sum(), fullgraph=True, backend="aot_eager")
+    loss = compiled(x)
+    loss.backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    with pytest.raises(RuntimeError, match="a second backward .* is not implemented"):
+        y = mlp.gelu_mlp(x, *params)
+        (dx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        dx.sum().backward()
+
+
+def test_gelu_mlp_bad_input_is_named():
+    w1, b1, w2, b2 = _mlp_params(16, 32, torch.float16)
+    x = torch.randn(4, 16, device=DEVICE).to(torch.float16)
+    with pytest.raises(ValueError, match=r"w1 \(32, 16\), b1 \(32,\), w2 \(16, 32\), b2 \(16,\): pass x"):
+        mlp.gelu_mlp(x[:, :8], w1, b1, w2, b2)
+    with pytest.raises(ValueError, match="w2 \\(32, 16\\)"):
+        mlp.gelu_mlp(x, w1, b1, w2.T, b2)
+    with pytest.raises(TypeError, match="share one dtype .* got float32, float16"):
+        mlp.gelu_mlp(x.float(), w1, b1, w2, b2)
+    with pytest.raises(TypeError, match="got int32"):
+        mlp.gelu_mlp(*(t.detach().to(torch.int32) for t in (x, w1, b1, w2, b2)))

@@ -268,7 +268,8 @@ def explain_error(failed: Failed, shapes: str, returns: str | None = None) -> Fa
     dtypes given to tl.dot, or the number of values returned (``returns``: what to return)."""
     text = str(failed)
     bare = text.split("\n  hint:")[0]
-    if returns and re.search(r"values to unpack|non-iterable|list index out of range", text):  # the last: compiled
+    # the last two: compiled (Triton 3.6 and 3.9 unpacking one block into two names)
+    if returns and re.search(r"values to unpack|non-iterable|list index out of range|no attribute 'values'", text):
         return Failed(f"{bare}\n  hint: {returns}")
     if re.search(r"same dtype", text):
         return Failed(f"{bare}\n  hint: tl.dot takes two blocks of one dtype: convert p to v's (p.to(v.dtype)); the "
