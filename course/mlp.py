@@ -20,6 +20,7 @@ the forward's first GEMM (storing the pre-activation beside its GELU) and the ba
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -238,13 +239,11 @@ _FLATTEN = False  # tl.range(..., flatten=) of the persistent loop
 _STAGES_THAT_FIT = {}  # (config, dtype, device, variant) -> the most pipeline stages that compiled
 
 
-def _fitted(config, element_size):
-    """``(config, halves)``: K blocks of 32 for 4-byte inputs; outputs stored in two halves where a
-    tile's row is 512 bytes or more (half the staging shared memory)."""
-    block_k = 32 if element_size == 4 else config.block_k
-    halves = 2 if config.block_n * element_size >= 512 else 1
-    return Config(config.block_m, config.block_n, block_k, num_warps=config.num_warps,
-                  num_stages=config.num_stages), halves
+def _training_tiles(element_size):
+    """``(config, halves)``: :data:`_TRAINING_TILES` with K blocks of 32 for 4-byte inputs, and the
+    outputs stored in two halves where a tile's row is 512 bytes or more (half the staging shared memory)."""
+    config = _TRAINING_TILES if element_size != 4 else dataclasses.replace(_TRAINING_TILES, block_k=32)
+    return config, 2 if config.block_n * element_size >= 512 else 1
 
 
 def _gelu_gemm(a, b, pre=None, bias=None, column_sums=True):
@@ -254,7 +253,7 @@ def _gelu_gemm(a, b, pre=None, bias=None, column_sums=True):
     N = b.shape[1]
     backward = pre is not None
     config, halves = (heuristic_config(M, N, K, a.dtype), 1) if runtime.INTERPRET else \
-        _fitted(_TRAINING_TILES, a.element_size())
+        _training_tiles(a.element_size())
     out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     if not backward:
         pre = torch.empty_like(out)
@@ -269,7 +268,7 @@ def _gelu_gemm(a, b, pre=None, bias=None, column_sums=True):
     layouts = (tma_layout(a), tma_layout(b))
     use_tma = not runtime.INTERPRET and torch.cuda.get_device_capability(a.device)[0] >= 9 and None not in layouts
     a_t, b_t = layouts[0] == "columns", layouts[1] == "columns"
-    tma_out = use_tma and tma_layout(out) == "rows" and tma_layout(pre) == "rows" and pre.stride() == out.stride()
+    tma_out = use_tma and tma_layout(out) == "rows" and tma_layout(pre) == "rows"
     a_arg, b_arg, pre_arg, out_arg = a, b, pre, out
     if use_tma:
         a_arg = host_descriptor(a, a_t, config.block_m, config.block_k)
@@ -400,8 +399,8 @@ def training_benchmark(shapes=((8192, 768, 3072), (4096, 1024, 4096), (16384, 20
     rows = []
     for M, d, hidden in shapes:
         x = torch.randn(M, d, device=runtime.DEVICE, dtype=dtype, requires_grad=True)
-        up, down = autograd.Linear(d, hidden), autograd.Linear(hidden, d)
-        up.to(runtime.DEVICE, dtype), down.to(runtime.DEVICE, dtype)
+        up = autograd.Linear(d, hidden, device=runtime.DEVICE, dtype=dtype)
+        down = autograd.Linear(hidden, d, device=runtime.DEVICE, dtype=dtype)
         params = (up.weight, up.bias, down.weight, down.bias)
         grad_y = torch.randn(M, d, device=runtime.DEVICE, dtype=dtype)
 
