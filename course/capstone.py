@@ -43,20 +43,6 @@ def _loop_ms(fn, iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
-def _graphed(fn):
-    """``fn`` captured in a CUDA graph: one launch replays all its kernels, no Python in between."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up (compiles, allocations) off the capture
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
 def block_benchmark(tokens=(1, 16, 64, 512, 4096, 8192), model: dict = LLAMA3_8B, dtype=torch.bfloat16,
                     graph_up_to: int = 64) -> list[dict]:
     """The block's four GEMMs back to back (attention and the elementwise work left out), through
@@ -83,7 +69,7 @@ def block_benchmark(tokens=(1, 16, 64, 512, 4096, 8192), model: dict = LLAMA3_8B
         iters = max(20, min(200, int(100 / (M * 1e-3 + 0.2))))  # about 0.1 s a measurement
         calls = {"ours_ms": ours, "torch_ms": cublas}
         if M <= graph_up_to:
-            calls.update(ours_graph_ms=_graphed(ours), torch_graph_ms=_graphed(cublas))
+            calls.update(ours_graph_ms=timing.cuda_graph(ours)[0], torch_graph_ms=timing.cuda_graph(cublas)[0])
         row = dict(M=M, **timing.in_turns(calls, measure=lambda call: _loop_ms(call, iters)))
         flops = sum(2 * M * N * K for N, K in shapes.values())
         row["tflops"] = flops / min(row["ours_ms"], row.get("ours_graph_ms", float("inf"))) / 1e9

@@ -305,9 +305,9 @@ def _globals_read(code) -> list[str]:
 
 
 def source(kernel) -> str:
-    """The source of a ``@triton.jit`` or ``@gluon.jit`` function, to read it in a notebook:
-    ``print(source(gemm.gluon.producer))``."""
-    return textwrap.dedent(inspect.getsource(kernel.fn))
+    """The source of a ``@triton.jit`` or ``@gluon.jit`` function (or a plain one), to read it in a
+    notebook: ``print(source(gemm.gluon.producer))``."""
+    return textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))
 
 
 def _jit_source(kernel) -> str:

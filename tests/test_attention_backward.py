@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import course  # noqa: F401  (decides GPU or interpreter before any kernel is defined)
-from course import attention, attention_backward
+from course import attention, attention_backward, timing
 from course.check import tolerance
 from course.runtime import DEVICE, INTERPRET, pick
 
@@ -243,18 +243,10 @@ def test_bfloat16_gradients_match_torch_and_replay_in_a_cuda_graph():
         out = attention_backward.attention(q, k, v, causal=True)
         return torch.autograd.grad(out, (q, k, v), grad_out)
 
-    stream = torch.cuda.Stream()  # warm up (compile) on a side stream, as torch.cuda.graph's docs ask
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        grads = step()
+    replay, grads = timing.cuda_graph(step)
     for t in grads:
         t.fill_(float("nan"))
-    graph.replay()
+    replay()
     torch.cuda.synchronize()
     for name, mine, theirs in zip(("dq", "dk", "dv"), grads, outs[1][1:]):
         assert _rel(mine, theirs.double().cpu()) <= 2 * tolerance(torch.bfloat16), f"{name} after a graph replay"

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from course import timing
+from course import runtime, timing
 
 
 def test_bench_returns_positive_milliseconds():
@@ -72,3 +72,19 @@ def test_in_turns_takes_turns_and_keeps_each_median():
     assert medians == {"a": 4.0, "b": 2.0}
     with pytest.raises(ValueError, match="rounds=0"):
         timing.in_turns({"a": lambda: None}, rounds=0)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replays_into_the_captured_outputs():
+    x = torch.arange(4.0, device="cuda")
+    replay, doubled = timing.cuda_graph(lambda: x * 2)
+    x.add_(1)
+    doubled.fill_(float("nan"))
+    replay()
+    assert torch.equal(doubled, torch.arange(1.0, 5.0, device="cuda") * 2)
+
+
+@pytest.mark.skipif(not runtime.INTERPRET, reason="the interpreter's refusal")
+def test_cuda_graph_refuses_under_the_interpreter():
+    with pytest.raises(RuntimeError, match="CUDA graphs need a GPU"):
+        timing.cuda_graph(lambda: None)
