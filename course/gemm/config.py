@@ -328,13 +328,12 @@ def gluon_here() -> bool:
     return not runtime.INTERPRET and gluon_gemm.gluon is not None and capability() == (9, 0)
 
 
-def _waves(M, N, K, config, sms) -> float:
+def _waves(M, N, K, config, sms, slow_rows=False) -> float:
     """The time of ``config``'s schedule for an M x N output, in waves of 128 x 256 tiles: whole waves,
     the tail split's main waves and its strip (0.6 of a wave), or Stream-K's full waves and its last
-    wave's share, each scaled by the tile's area over its speed per SM."""
+    wave's share, each scaled by the tile's cost per wave (:func:`_tile_cost`)."""
     tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
-    area = config.block_m * config.block_n / (128 * 256)
-    per_tile = area / (1.0 if area >= 1 else _NARROW_SPEED)
+    per_tile = _tile_cost(config.block_m, config.block_n, slow_rows)
     if _tail_pays(M, N, config, sms):
         return (cdiv(tail_plan_for(M, N, config, sms).main_tiles, sms) + 0.6) * per_tile
     if tiles >= 4 * sms and _streamk_pays(M, N, K, config, sms):  # shares amortized over 4+ full waves
@@ -342,14 +341,28 @@ def _waves(M, N, K, config, sms) -> float:
     return cdiv(tiles, sms) * per_tile
 
 
+def _tile_cost(rows, cols, slow_rows=False, speed=None) -> float:
+    """One wave of ``rows x cols`` tiles, relative to one of Triton's 128 x 256: in proportion to the
+    tile's area over its speed per SM where the tensor cores decide (``speed``, default Triton's:
+    1, or ``_NARROW_SPEED`` below 128 x 256); to the operand bytes each K-step loads (``rows + cols``)
+    where the loads decide, as they do for operands whose rows straddle 32-byte sectors (``slow_rows``;
+    ``notes/gemm-decisions.md``, "Rows off the sector")."""
+    if slow_rows:
+        return (rows + cols) / (128 + 256)
+    area = rows * cols / (128 * 256)
+    return area / (speed or (1.0 if area >= 1 else _NARROW_SPEED))
+
+
 @functools.lru_cache(maxsize=4096)
-def gluon_tiles_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None) -> tuple:
+def gluon_tiles_for(M: int, N: int, K: int, config: Config, num_sms: int | None = None,
+                    slow_rows: bool = False) -> tuple:
     """The Gluon kernel's ``(tile, swap)`` choices (``course.gemm.gluon``) that ``mode="auto"``
     prefers to ``config``'s Triton schedule for an ``M x N x K`` product, fastest first; empty where
     Triton's tiles do as well. ``swap``: the tile's rows run along N (``C^T = B^T A^T``).
+    ``slow_rows``: an operand's rows straddle 32-byte sectors (``layout.rows_straddle_sectors``).
 
-    Both sides are costed by one model (``_waves``): waves of tiles times tile area over the tile's
-    speed per SM; a Gluon tile must win by 5 % (``notes/gemm-decisions.md``, "The Gluon kernel").
+    Both sides are costed by one model (``_waves``): waves of tiles times each tile's cost per wave
+    (``_tile_cost``); a Gluon tile must win by 5 % (``notes/gemm-decisions.md``, "The Gluon kernel").
 
         >>> gluon_tiles_for(512, 6144, 4096, Config(128, 256, 64, num_warps=8, num_stages=4), num_sms=132)[0]
         ((192, 128), True)
@@ -357,12 +370,14 @@ def gluon_tiles_for(M: int, N: int, K: int, config: Config, num_sms: int | None 
     sms = num_sms or sm_count()
     if M <= 64 or config.block_m != 128 or config.block_n not in (128, 256):
         return ()
-    now = _waves(M, N, K, config, sms)
+    now = _waves(M, N, K, config, sms, slow_rows)
 
-    def cost(tile, swap):
-        return cdiv(gluon_gemm.tiles(M, N, swap, tile), sms) * tile[0] * tile[1] / (128 * 256) / _GLUON_SPEED
+    def cost(choice):
+        tile, swap = choice
+        return cdiv(gluon_gemm.tiles(M, N, swap, tile), sms) * _tile_cost(*tile, slow_rows, speed=_GLUON_SPEED)
 
-    return tuple((tile, swap) for tile, swap in gluon_gemm.tile_choices(M, N, sms) if cost(tile, swap) < 0.95 * now)
+    faster = [choice for choice in gluon_gemm.tile_choices(M, N, sms) if cost(choice) < 0.95 * now]
+    return tuple(sorted(faster, key=cost))  # a stable sort: tile_choices breaks ties
 
 
 def choose_mode(M: int, N: int, K: int, config: Config, num_sms: int | None = None, dtype=None,

@@ -51,9 +51,13 @@ MACS_PER_COPIED_ELEMENT = 16
 MACS_PER_REALIGNED_ELEMENT = 192 * MACS_PER_COPIED_ELEMENT  # 3072
 
 
-def _rows_straddle_sectors(t: torch.Tensor) -> bool:
+def rows_straddle_sectors(t: torch.Tensor) -> bool:
     """Whether TMA reads ``t`` (16-bit) but its rows (columns, where stored transposed) start 16 bytes
-    into a 32-byte sector."""
+    into a 32-byte sector.
+
+        >>> [rows_straddle_sectors(torch.empty(n, n, dtype=torch.bfloat16, device="meta")) for n in (2048, 2056)]
+        [False, True]
+    """
     layout = tma_layout(t)
     if layout is None or t.element_size() != 2:
         return False
@@ -87,7 +91,7 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
         return copies
     operands = (a, b, c)
     # C only once, by the TMA store: its realigned copy costs more than it saves (4104 x 3976 x 4096: 0.82 -> 0.98)
-    slow = [not copy and t is not c and _rows_straddle_sectors(t) for copy, t in zip(copies, operands)]
+    slow = [not copy and t is not c and rows_straddle_sectors(t) for copy, t in zip(copies, operands)]
     realigned = sum(t.numel() for t, s in zip(operands, slow) if s)
     if realigned and M * N * K >= MACS_PER_REALIGNED_ELEMENT * realigned:
         copies = tuple(copy or s for copy, s in zip(copies, slow))

@@ -21,7 +21,7 @@ from course.gemm.config import (Config, TailPlan, autotune_candidates, capabilit
                                  tail_plan_for)
 from course.gemm.inputs import check_no_overlap, span
 from course.gemm.kernel import matmul_kernel
-from course.gemm.layout import cdiv, host_descriptor, tma_layout, wide_strides
+from course.gemm.layout import cdiv, host_descriptor, rows_straddle_sectors, tma_layout, wide_strides
 from course.gemm.launcher import BoundLaunch, rebased
 
 _WORKSPACES: dict = {}  # Stream-K partials and flags, per device, stream and size (see workspace)
@@ -81,9 +81,9 @@ def _plan_for(a, b, c, config, mode, vectors, tma, flatten, sk_tiles, sk_program
 
 def _operand_key(a, b, c) -> tuple:
     """What a launch decision may depend on in its operands: shapes, strides, dtypes, device and
-    16-byte alignment (TMA's condition), not the addresses themselves."""
+    alignment (16 bytes: TMA's condition; 32 for the inputs: rows on sectors), not the addresses."""
     return (tuple(a.shape), a.stride(), b.shape[1], b.stride(), c.stride(), a.dtype, c.dtype, a.device,
-            a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
+            a.data_ptr() % 32, b.data_ptr() % 32, c.data_ptr() % 16)
 
 
 _MISSING = object()
@@ -302,7 +302,8 @@ def gluon_choice(a, b, c, mode, config, autotune) -> "tuple | None":
         if c.dtype != a.dtype or not gluon_here():
             return None
         sms = sm_count()
-        candidates = gluon_tiles_for(M, N, K, heuristic_config(M, N, K, a.dtype), sms)
+        slow_rows = rows_straddle_sectors(a) or rows_straddle_sectors(b)
+        candidates = gluon_tiles_for(M, N, K, heuristic_config(M, N, K, a.dtype), sms, slow_rows)
         return next((choice for choice in candidates if _gluon_suits(a, b, c, *choice)), None)
 
     return cached(_GLUON_CHOICES, _operand_key(a, b, c), choose)  # per operand layout, like the plans

@@ -125,6 +125,21 @@ def test_decode_shares_k_only_in_shares_of_512_or_more(monkeypatch):
     assert mode(1, 152064, 3584, narrow) == "persistent"  # 2376 tiles: 18 whole waves, nothing to share
 
 
+def test_rows_off_the_sector_cost_tiles_by_the_bytes_they_load():
+    """Where an operand's rows straddle 32-byte sectors the loads decide, and the tile that loads the
+    fewest bytes per output wins (notes/gemm-decisions.md, "Rows off the sector"): 128 x 320 at 2056^3
+    (over 128 x 144) and at 3080^3 (over Triton's 128 x 128); where it is not 5 % cheaper, Triton's
+    tiles stay. Aligned rows keep the area model."""
+    narrow = Config(128, 128, 64, num_warps=4, num_stages=6, tma=True, tma_store=True)
+    wide = Config(128, 256, 64, num_warps=8, num_stages=4)
+    assert gemm_config.gluon_tiles_for(2056, 2056, 2056, narrow, 132)[0] == ((128, 144), False)
+    assert gemm_config.gluon_tiles_for(2056, 2056, 2056, narrow, 132, slow_rows=True)[0] == ((128, 320), False)
+    assert gemm_config.gluon_tiles_for(3080, 3080, 3080, narrow, 132) == ()
+    assert gemm_config.gluon_tiles_for(3080, 3080, 3080, narrow, 132, slow_rows=True)[0] == ((128, 320), False)
+    assert gemm_config.gluon_tiles_for(4800, 5000, 4616, wide, 132, slow_rows=True) == ()
+    assert gemm_config.gluon_tiles_for(4096, 4096, 4096, wide, 132, slow_rows=True) == ()
+
+
 def test_gluon_is_auto_only_where_its_tiles_fill_the_waves_better():
     # H100 (132 SMs), 128 x 256 tiles: 1536^3 makes 72 of them, 128 x 144 makes 132; 3072^3 288
     # (2.2 waves: a tail split) against 384 of 192 x 128 (2.9); 512 x 6144 makes 96 against 128 with
