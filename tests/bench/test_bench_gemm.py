@@ -42,3 +42,16 @@ def test_recorded_results_carry_every_mode():
             if f"{m}_error" in r:
                 tol = check.tolerance(bench.shapes.OUT_DTYPE[r["dtype"]])
                 assert r[f"{m}_error"] <= tol, f"{r['dtype']} {r['name']} {m}: error {r[f'{m}_error']} > {tol}"
+
+
+def test_auto_mode_names_what_matmul_runs(monkeypatch):
+    """The record's auto_mode: the Gluon kernel where matmul's own Gluon choice takes it, else the Triton mode."""
+    from course import gemm
+    from course.gemm import plans
+
+    a, b, out = torch.randn(64, 32), torch.randn(32, 48), torch.empty(64, 48)
+    cfg = gemm.heuristic_config(64, 48, 32, torch.float32)
+    assert bench.gemm.auto_mode(a, b, out, cfg) == gemm.choose_mode(64, 48, 32, cfg, dtype=torch.float32, gluon=False)
+    asked = []
+    monkeypatch.setattr(plans, "gluon_choice", lambda a, b, c, *rest: asked.append(c) or ((128, 320), False))
+    assert bench.gemm.auto_mode(a, b, out, cfg) == "gluon" and asked == [out]
