@@ -35,9 +35,7 @@ def auto_mode(a, b, out, cfg) -> str:
     from course import gemm
     from course.gemm import plans
 
-    copy_a, copy_b, copy_c = gemm.aligned_copies_for(a, b, out)
-    a, b = (gemm.aligned_copy(t) if copy else t for t, copy in ((a, copy_a), (b, copy_b)))
-    work = gemm.aligned_copy(out, fill=False) if copy_c else out
+    a, b, work, _ = gemm.aligned_operands(a, b, out)
     if plans.gluon_choice(a, b, work, "auto", None, False) is not None:
         return "gluon"
     return gemm.choose_mode(a.shape[0], b.shape[1], a.shape[1], cfg, dtype=a.dtype, gluon=False)

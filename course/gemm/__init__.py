@@ -37,12 +37,12 @@ from course.gemm.config import (FP8, OUT_DTYPES, Config, TailPlan, choose_mode, 
                                  unaligned_decode_config)
 from course.gemm.inputs import (check_dtype, check_no_grad, check_no_overlap, check_out, check_pair, check_vector,
                                 resolve_config, resolved)
-from course.gemm.layout import aligned_copies_for, aligned_copy
+from course.gemm.layout import aligned_copies_for, aligned_copy, aligned_operands
 
 # The public API (the configuration helpers are re-exported from course.gemm.config and course.gemm.layout).
 __all__ = ["Config", "TailPlan", "matmul", "matmul_int8", "heuristic_config", "choose_mode", "streamk_tiles_for",
            "streamk_programs_for", "tail_plan_for", "gluon_tiles_for", "aligned_copies_for", "aligned_copy",
-           "unaligned_decode_config", "MODES", "supported_dtypes", "sm_count"]
+           "aligned_operands", "unaligned_decode_config", "MODES", "supported_dtypes", "sm_count"]
 
 MODES = ("auto", "persistent", "streamk", "tail", "gluon")
 
@@ -168,12 +168,7 @@ def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scal
             else:
                 c.copy_(bias.expand(M, N))
         return c
-    copy_a, copy_b, copy_c = (False,) * 3 if runtime.INTERPRET else aligned_copies_for(a, b, c)
-    if copy_a:
-        a = aligned_copy(a)
-    if copy_b:
-        b = aligned_copy(b)
-    work = aligned_copy(c, fill=False) if copy_c else c
+    a, b, work, copied = aligned_operands(a, b, c, runtime.INTERPRET)
     if c.is_neg():  # a lazily negated out (torch._neg_view): its raw memory holds -C; copy_ resolves it
         work = torch.empty((M, N), device=a.device, dtype=out_dtype)
     gluon_choice = plans.gluon_choice(a, b, work, mode, config, autotune)
@@ -195,7 +190,7 @@ def _run(a, b, out_dtype, mode, config, autotune, out, key, *, bias=None, **scal
         route = plans.launch(a, b, work, config, mode, bias=bias, **scales)
     if work is not c:
         c.copy_(work)
-    elif key is not None and as_given and not runtime.INTERPRET and not (copy_a or copy_b):
+    elif key is not None and as_given and not runtime.INTERPRET and not copied:
         operands = (out, a, b, bias, scales.get("a_scale"), scales.get("b_scale"))
         plans.cached(plans.ROUTES, key, lambda: plans.again(route, M, N, out_dtype, operands))
     return c

@@ -98,6 +98,21 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
     return copies
 
 
+def aligned_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, interpret: bool = False) -> tuple:
+    """``(a, b, work, copied)``: what ``matmul``'s kernels read and write: ``a`` and ``b``, or their
+    realigned copies where :func:`aligned_copies_for` says they pay; ``work``, ``c`` or an aligned buffer to
+    compute into and copy back; ``copied``: whether ``a`` or ``b`` was copied. ``interpret``: no copies
+    (Triton's interpreter reads any row).
+
+        >>> a = torch.empty(64, 32, dtype=torch.float16, device="meta")
+        >>> aligned_operands(a, a.T, torch.empty(64, 64, dtype=torch.float16, device="meta"))[3]
+        False
+    """
+    copy_a, copy_b, copy_c = (False,) * 3 if interpret else aligned_copies_for(a, b, c)
+    return (aligned_copy(a) if copy_a else a, aligned_copy(b) if copy_b else b,
+            aligned_copy(c, fill=False) if copy_c else c, copy_a or copy_b)
+
+
 def stored_transposed(t: torch.Tensor) -> bool:
     """Whether ``t``'s columns, not its rows, are contiguous (``t`` is a transposed view), whatever
     the alignment: a K-major B, such as ``w.T``."""
