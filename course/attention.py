@@ -131,8 +131,9 @@ def config_for(head_dim: int, causal: bool, element_size: int = 2) -> dict:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-              scale: float | None = None, step=None, config: dict | None = None) -> torch.Tensor:
-    """``softmax(q kᵀ · scale (+ causal mask)) v`` per batch and head, by :func:`attention_kernel`.
+              scale: float | None = None, step=None, config: dict | None = None, kernel: str = "auto") -> torch.Tensor:
+    """``softmax(q kᵀ · scale (+ causal mask)) v`` per batch and head, by :func:`attention_kernel` or,
+    on an H100 where it is faster, by the warp-specialized Gluon kernel of :mod:`course.attention_gluon`.
 
     ``q``: (batch, heads, seq_q, head_dim); ``k``, ``v``: (batch, kv_heads, seq_k, head_dim) where
     ``kv_heads`` divides ``heads`` (grouped-query attention: query head ``h`` reads key/value head
@@ -141,7 +142,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     to 256; any strides. ``scale``: default ``1 / sqrt(head_dim)``, as torch's
     ``scaled_dot_product_attention`` (whose ``enable_gqa=True`` this matches). ``step``: the
     ``@triton.jit`` online-softmax update (default :func:`softmax_step`). ``config``: override
-    :func:`config_for`. Forward only: for gradients, :func:`course.attention_backward.attention`.
+    :func:`config_for`. ``kernel``: "auto" (the Gluon kernel where ``attention_gluon.plan`` takes
+    it: an sm_90 GPU, 16-bit inputs, head dim 128, or 64 from 8k keys, no ``step`` or ``config``),
+    "triton" or "gluon" (which raises where it cannot run, saying why). Forward only: for gradients,
+    :func:`course.attention_backward.attention`.
 
         >>> q = torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE)
         >>> attention(q, q, q, causal=True).shape
@@ -154,7 +158,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise RuntimeError("attention: q, k or v requires a gradient, and this forward kernel computes none; for "
                            "gradients call course.attention_backward.attention (the same arguments, without step= "
                            "and config=), or run this one under torch.no_grad()")
-    return _launch(q, k, v, causal, scale, step, config, with_lse=False)[0]
+    return _launch(q, k, v, causal, scale, step, config, with_lse=False, kernel=kernel)[0]
 
 
 def check_inputs(q, k, v) -> None:
@@ -202,18 +206,37 @@ def empty_output(q: torch.Tensor, kv_heads: int, causal: bool) -> torch.Tensor:
 
 
 def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=None, config: dict | None = None,
-            with_lse: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+            with_lse: bool = False, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`attention`'s output and, with ``with_lse=True``, each row's log-sum-exp in base 2
     (``log2 Σ_j 2^(s_j · log₂e)``, float32, (batch, heads, seq_q)): what the backward needs to
     recompute the probabilities. Without the gradient path; inputs as :func:`attention` takes them."""
     check_inputs(q, k, v)
-    return _launch(q, k, v, causal, scale, step, config, with_lse)
+    return _launch(q, k, v, causal, scale, step, config, with_lse, kernel)
 
 
-def _launch(q, k, v, causal, scale, step, config, with_lse):
+def _gluon_options(q, k, v, causal, step, config, kernel) -> dict | None:
+    """``attention_gluon.forward``'s options where ``kernel`` picks the Gluon kernel, else None."""
+    from course import attention_gluon
+
+    if kernel not in ("auto", "triton", "gluon"):
+        raise ValueError(f"attention: kernel={kernel!r}; pass 'auto', 'triton' or 'gluon'")
+    if kernel == "triton" or (kernel == "auto" and (step is not None or config is not None)):
+        return None
+    why = attention_gluon.unsupported(q, k, v)
+    if kernel == "gluon":
+        if step is not None or config is not None:
+            raise ValueError("attention: step= and config= are the Triton kernel's; drop them, or pass kernel='triton'")
+        if why is not None:
+            raise ValueError(f"attention: kernel='gluon' cannot run here: {why}; pass kernel='auto' or 'triton'")
+        return attention_gluon.plan(q.shape[-1], causal, k.shape[2]) or {}
+    return attention_gluon.plan(q.shape[-1], causal, k.shape[2]) if why is None else None
+
+
+def _launch(q, k, v, causal, scale, step, config, with_lse, kernel="auto"):
     """:func:`forward` on inputs :func:`check_inputs` has passed."""
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
+    gluon_options = _gluon_options(q, k, v, causal, step, config, kernel)
     out = empty_output(q, H_KV, causal)
     lse = torch.empty(B, H, S_Q, device=q.device, dtype=torch.float32) if with_lse else None
     if S_Q == 0 or B * H == 0:
@@ -221,6 +244,11 @@ def _launch(q, k, v, causal, scale, step, config, with_lse):
     if S_K == 0:
         raise ValueError("attention: k and v have no keys (seq_k = 0): softmax over nothing is undefined")
     scale = scale if scale is not None else 1 / math.sqrt(D)
+    if gluon_options is not None:
+        from course import attention_gluon
+
+        attention_gluon.forward(q, k, v, out, lse, causal, scale, **gluon_options)
+        return out, lse
     group = H // H_KV
     rows_q, heads = S_Q, H
     out_rows = out
@@ -261,35 +289,15 @@ def benchmark(seqs=(1024, 2048, 4096, 8192, 16384), head_dims=(64, 128), tokens:
     (FlashAttention-2) and on its cuDNN backend, causal and not, batch ``tokens // seq``: one row per
     (head_dim, causal, seq). Where the cuDNN backend raises (not built in, or the shape unsupported), a
     note is printed and the row has no ``cudnn_ms``."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     from course import timing
 
-    cudnn_backend = getattr(SDPBackend, "CUDNN_ATTENTION", None)
     rows = []
     for head_dim in head_dims:
         for causal in (False, True):
             for seq in seqs:
-                batch = max(1, tokens // seq)
-                q, k, v = (torch.randn(batch, heads, seq, head_dim, device=runtime.DEVICE, dtype=dtype)
-                           for _ in range(3))
-
-                def on(backend):
-                    def call():
-                        with sdpa_kernel(backend):
-                            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                    return call
-
-                calls = {"sdpa": on(SDPBackend.FLASH_ATTENTION), "ours": lambda: attention(q, k, v, causal=causal)}
-                if cudnn_backend is not None:
-                    try:
-                        on(cudnn_backend)()
-                        torch.cuda.synchronize()
-                        calls["cudnn"] = on(cudnn_backend)
-                    except RuntimeError as error:
-                        reason = (str(error).strip().splitlines() or ["no reason given"])[0][:120]
-                        print(f"note: torch's cuDNN attention skipped (d={head_dim}, causal={causal}, seq={seq}):",
-                              reason)
+                batch, q, k, v = _benchmark_inputs(tokens, heads, seq, head_dim, dtype)
+                calls = _sdpa_calls(q, k, v, causal, {"sdpa": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"})
+                calls["ours"] = lambda: attention(q, k, v, causal=causal, kernel="triton")
                 medians = timing.in_turns(calls)
                 torch_ms, ms = medians["sdpa"], medians["ours"]
                 work = flops(batch, heads, seq, head_dim, causal)
@@ -300,6 +308,80 @@ def benchmark(seqs=(1024, 2048, 4096, 8192, 16384), head_dims=(64, 128), tokens:
                     row.update(cudnn_ms=medians["cudnn"], cudnn_tflops=work / medians["cudnn"] / 1e9)
                 rows.append(row)
     return rows
+
+
+def _benchmark_inputs(tokens, heads, seq, head_dim, dtype):
+    """(batch, q, k, v) of a benchmark row: ``tokens // seq`` sequences of random bf16/fp16 values."""
+    batch = max(1, tokens // seq)
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device=runtime.DEVICE, dtype=dtype) for _ in range(3))
+    return batch, q, k, v
+
+
+def _sdpa_calls(q, k, v, causal, backends: dict) -> dict:
+    """``{label: call}``: torch's ``scaled_dot_product_attention`` restricted to each backend of ``backends``
+    ({label: SDPBackend member name}) that runs these inputs; one that raises (not built in, or the shape
+    refused) is noted and left out."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    calls = {}
+    for label, name in backends.items():
+        backend = getattr(SDPBackend, name, None)
+
+        def call(backend=backend):
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        try:
+            if backend is None:
+                raise RuntimeError(f"this torch has no SDPBackend.{name}")
+            call()
+            torch.cuda.synchronize()
+            calls[label] = call
+        except RuntimeError as error:
+            reason = (str(error).strip().splitlines() or ["no reason given"])[0][:120]
+            print(f"note: torch's {label} attention skipped (d={q.shape[-1]}, causal={causal}, seq={q.shape[2]}):",
+                  reason)
+    return calls
+
+
+def benchmark_hopper(seqs=(1024, 4096, 8192, 16384), head_dims=(64, 128), tokens: int = 16384, heads: int = 16,
+                     dtype=torch.bfloat16) -> list[dict]:
+    """GPU time of every SDPA backend torch has here (flash, efficient, cuDNN), of :func:`attention_kernel`
+    ("Triton"), of the Gluon kernel with each of ``attention_gluon.TECHNIQUES`` and of :func:`attention`
+    as it runs ("course": the kernel ``attention_gluon.plan`` picks), causal and not, batch
+    ``tokens // seq``: one row per (head_dim, causal, seq) with each one's TFLOP/s. A backend that
+    raises is noted and left out."""
+    from course import attention_gluon, timing
+
+    rows = []
+    for head_dim in head_dims:
+        for causal in (False, True):
+            for seq in seqs:
+                batch, q, k, v = _benchmark_inputs(tokens, heads, seq, head_dim, dtype)
+                out = empty_output(q, heads, causal)
+                scale = 1 / math.sqrt(head_dim)
+                calls = _sdpa_calls(q, k, v, causal, {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                                                      "cuDNN": "CUDNN_ATTENTION"})
+                calls["Triton"] = lambda: attention(q, k, v, causal=causal, kernel="triton")
+                for name, options in attention_gluon.TECHNIQUES.items():
+                    calls[name] = (lambda o: lambda: attention_gluon.forward(q, k, v, out, None, causal, scale,
+                                                                             **o))(options)
+                calls["course"] = lambda: attention(q, k, v, causal=causal)
+                medians = timing.in_turns(calls)
+                work = flops(batch, heads, seq, head_dim, causal)
+                rows.append(dict(head_dim=head_dim, causal=causal, seq=seq, batch=batch, heads=heads,
+                                 tflops={name: work / ms / 1e9 for name, ms in medians.items()}))
+    return rows
+
+
+def build(head_dim: int = 128, causal: bool = False, seq: int = 8192):
+    """:func:`attention_kernel` compiled for an H100 (a ``course.compile.Build``, on any machine), bf16,
+    with its GPU configuration (:func:`config_for`'s), for 16 heads of ``seq`` tokens."""
+    from course import compile
+
+    x = torch.empty(1, 16, seq, head_dim, dtype=torch.bfloat16)
+    config = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)  # config_for's on a GPU
+    return compile.build(attention_kernel, x, x, x, x, None, 0.1, 16, 1, seq, seq, *x.stride(), *x.stride(),
+                         *x.stride(), *x.stride(), HEAD_DIM=head_dim, CAUSAL=causal, **config)
 
 
 # FlashAttention-3's forward pass as its paper publishes it (Shah et al., 2024, arXiv:2407.08608, the

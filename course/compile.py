@@ -94,6 +94,28 @@ class Build:
             print(line if len(line) <= width else line[:width - 2] + " …")
             shown, previous = shown + 1, i
 
+    def outline(self, stage: str, events: dict, *, most: int = 60) -> str:
+        r"""The order in which ``stage``'s lines match ``events`` ({label: regular expression}), runs of
+        one event collapsed (``"wgmma ×8 → wait 0 → exp2 ×34"``): how the kernel interleaves its
+        work. A label may hold ``{0}``, filled with the expression's first group. At most ``most`` runs::
+
+            build.outline("ptx", {"wgmma": r"wgmma\.mma_async", "wait {0}": r"wgmma\.wait_group\S* (\d+)"})
+        """
+        compiled = [(label, re.compile(pattern)) for label, pattern in events.items()]
+        runs: list = []
+        for line in self.text(stage).splitlines():
+            for label, regex in compiled:
+                hit = regex.search(line)
+                if hit:
+                    name = label.format(*hit.groups())
+                    if runs and runs[-1][0] == name:
+                        runs[-1][1] += 1
+                    else:
+                        runs.append([name, 1])
+                    break
+        shown = [f"{name} ×{n}" if n > 1 else name for name, n in runs[:most]]
+        return " → ".join(shown) + (f" → … ({len(runs) - most} more)" if len(runs) > most else "")
+
     def summary(self) -> dict:
         """Counts of the instructions that tell a kernel's story, from the PTX: global loads and
         stores (and how wide), tensor-core instructions, asynchronous copies, shared memory."""
@@ -153,8 +175,10 @@ def _argument(name: str, value):
         return "fp32", False, None
     if value is None:
         return "constexpr", False, None
+    if type(value).__name__ == "TensorDescriptor" and hasattr(value, "layout"):  # a Gluon kernel's TMA descriptor
+        return f"tensordesc<{_TORCH_TO_TRITON[value.base.dtype]}{list(value.block_shape)},{value.layout!r}>", False, None
     raise TypeError(f"build: argument {name} is a {type(value).__name__}; pass what you would pass to the "
-                    "kernel's launch (tensors, ints, floats, None)")
+                    "kernel's launch (tensors, Gluon tensor descriptors, ints, floats, None)")
 
 
 def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int = 3, **constexprs) -> Build:
@@ -215,7 +239,7 @@ def build(kernel, *args, arch: int = H100, num_warps: int = 4, num_stages: int =
 
 def _encode(name: str, value):
     """A constexpr value as JSON: numbers, booleans, strings, None, a Triton dtype, lists of these,
-    or a Gluon layout (its class and fields)."""
+    a Gluon layout (its class and fields) or a @triton.jit function (its module and name)."""
     import triton.language as tl
 
     value = getattr(value, "value", value) if isinstance(value, tl.constexpr) else value
@@ -225,11 +249,14 @@ def _encode(name: str, value):
         return value
     if isinstance(value, (list, tuple)):
         return [_encode(name, v) for v in value]
+    fn = getattr(value, "fn", None)
+    if callable(fn) and getattr(fn, "__module__", None) not in (None, "__main__"):  # a @triton.jit function
+        return {"function": [fn.__module__, fn.__name__]}
     if dataclasses.is_dataclass(value) and type(value).__module__.startswith("triton.experimental.gluon"):
         return {"layout": type(value).__name__,
                 "fields": {f.name: _encode(name, getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    raise TypeError(f"build: constexpr {name}={value!r} must be a number, a bool, a string, None, a tl dtype or a "
-                    "Gluon layout")
+    raise TypeError(f"build: constexpr {name}={value!r} must be a number, a bool, a string, None, a tl dtype, a "
+                    "Gluon layout or a @triton.jit function of an importable module")
 
 
 def _tl_name(dtype) -> str:
@@ -339,6 +366,8 @@ def decode(v):
         return [decode(x) for x in v]
     if isinstance(v, dict) and "dtype" in v:
         return getattr(tl, v["dtype"])
+    if isinstance(v, dict) and "function" in v:
+        return getattr(importlib.import_module(v["function"][0]), v["function"][1])
     if isinstance(v, dict) and "layout" in v:
         from triton.experimental.gluon import language as gl
         return getattr(gl, v["layout"])(**{k: decode(x) for k, x in v["fields"].items()})

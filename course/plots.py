@@ -598,6 +598,30 @@ def timeline(spans: dict, *, title: str = ""):
     return fig
 
 
+def lanes(panels: dict, *, unit: str = "time", title: str = ""):
+    """One panel per schedule (``{name: {lane: [(start, end, label, group)]}}``, as
+    ``course.attention_gluon.schedule`` gives them), one row per lane, each span a bar labelled and
+    coloured by its group (a warpgroup); the panels share the time axis."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 0.6 + sum(0.5 * len(p) + 0.4 for p in panels.values())),
+                             sharex=True, layout="constrained", squeeze=False,
+                             height_ratios=[len(p) for p in panels.values()])
+    colours = plt.get_cmap("tab10").colors
+    for ax, (name, rows) in zip(axes[:, 0], panels.items()):
+        for row, spans in enumerate(rows.values()):
+            for start, end, label, group in spans:
+                colour = colours[group % len(colours)]
+                ax.barh(row, end - start, left=start, color=colour, edgecolor="white")
+                ax.text((start + end) / 2, row, label, ha="center", va="center", fontsize=7, color=_ink_on(colour))
+        ax.set_yticks(range(len(rows)), list(rows))
+        ax.invert_yaxis()
+        end = max(span[1] for spans in rows.values() for span in spans)
+        ax.set_title(f"{name}: the loop ends at {end:g}", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel(unit)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
 def _ink_on(colour) -> str:
     """Black or white, whichever reads better on ``colour`` (by its relative luminance)."""
     r, g, b = matplotlib.colors.to_rgb(colour)

@@ -134,3 +134,13 @@ def test_resources_read_registers_and_spills():
     x = torch.zeros(64)
     used = cc.build(solutions.axpy_kernel, 2.0, x, x, x, 64, BLOCK_SIZE=64).resources()
     assert 8 <= used["registers"] <= 255 and used["spilled bytes"] == 0
+
+
+def test_outline_collapses_runs_and_fills_groups():
+    from course.compile import Build
+
+    b = Build("k", 90, {"ptx": "wgmma.mma_async a\nwgmma.mma_async b\nwgmma.wait_group.sync.aligned 1;\nex2.approx x\n"
+                               "mov.u32 y\nex2.approx z\nwgmma.wait_group.sync.aligned 0;\n"})
+    events = {"wgmma": r"wgmma\.mma_async", "wait {0}": r"wgmma\.wait_group\S* (\d+)", "exp2": r"ex2\.approx"}
+    assert b.outline("ptx", events) == "wgmma ×2 → wait 1 → exp2 ×2 → wait 0"
+    assert b.outline("ptx", events, most=2) == "wgmma ×2 → wait 1 → … (2 more)"
