@@ -143,8 +143,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     ``scaled_dot_product_attention`` (whose ``enable_gqa=True`` this matches). ``step``: the
     ``@triton.jit`` online-softmax update (default :func:`softmax_step`). ``config``: override
     :func:`config_for`. ``kernel``: "auto" (the Gluon kernel where ``attention_gluon.plan`` takes
-    it: an sm_90 GPU, 16-bit inputs, head dim 128, or 64 from 8k keys, no ``step`` or ``config``),
-    "triton" or "gluon" (which raises where it cannot run, saying why). Forward only: for gradients,
+    it: an sm_90 GPU, 16-bit inputs, head dim 128 or 64 from 8k keys, 128 query rows or more, no
+    ``step`` or ``config``), "triton" or "gluon" (which raises where it cannot run, saying why). Forward only: for gradients,
     :func:`course.attention_backward.attention`.
 
         >>> q = torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE)
@@ -214,7 +214,7 @@ def forward(q, k, v, *, causal: bool = False, scale: float | None = None, step=N
     return _launch(q, k, v, causal, scale, step, config, with_lse, kernel)
 
 
-def _gluon_options(q, k, v, causal, step, config, kernel) -> dict | None:
+def _gluon_options(q, k, v, causal, scale, step, config, kernel) -> dict | None:
     """``attention_gluon.forward``'s options where ``kernel`` picks the Gluon kernel, else None."""
     from course import attention_gluon
 
@@ -223,20 +223,24 @@ def _gluon_options(q, k, v, causal, step, config, kernel) -> dict | None:
     if kernel == "triton" or (kernel == "auto" and (step is not None or config is not None)):
         return None
     why = attention_gluon.unsupported(q, k, v)
+    if why is None and scale is not None and not scale > 0:  # its running maximum is taken before scaling
+        why = f"it takes a scale above 0, not {scale}"
     if kernel == "gluon":
         if step is not None or config is not None:
             raise ValueError("attention: step= and config= are the Triton kernel's; drop them, or pass kernel='triton'")
         if why is not None:
             raise ValueError(f"attention: kernel='gluon' cannot run here: {why}; pass kernel='auto' or 'triton'")
-        return attention_gluon.plan(q.shape[-1], causal, k.shape[2]) or {}
-    return attention_gluon.plan(q.shape[-1], causal, k.shape[2]) if why is None else None
+        return attention_gluon.options(q.shape[-1], causal)
+    if why is not None:
+        return None
+    return attention_gluon.plan(q.shape[-1], causal, q.shape[2], k.shape[2], grouped=k.shape[1] < q.shape[1])
 
 
 def _launch(q, k, v, causal, scale, step, config, with_lse, kernel="auto"):
     """:func:`forward` on inputs :func:`check_inputs` has passed."""
     B, H, S_Q, D = q.shape
     H_KV, S_K = k.shape[1], k.shape[2]
-    gluon_options = _gluon_options(q, k, v, causal, step, config, kernel)
+    gluon_options = _gluon_options(q, k, v, causal, scale, step, config, kernel)
     out = empty_output(q, H_KV, causal)
     lse = torch.empty(B, H, S_Q, device=q.device, dtype=torch.float32) if with_lse else None
     if S_Q == 0 or B * H == 0:

@@ -1,6 +1,7 @@
 """Flash attention's forward for Hopper in Gluon: warp specialization and wgmma kept busy.
 
-    out, lse = forward(q, k, v, causal=True)     # q, k, v: (batch, heads, seq, head_dim) on an sm_90 GPU
+    out, lse = attention.forward(q, k, v, causal=True, with_lse=True, kernel="gluon")   # course.attention
+    # q, k, v: (batch, heads, seq, head_dim), float16 or bfloat16, on an sm_90 GPU
 
 The same online softmax as :mod:`course.attention` (notebook 11), arranged the way FlashAttention-3
 arranges it on an H100:
@@ -99,7 +100,8 @@ if gluon is not None:
         OVERLAP, the softmax of one block runs while the tensor cores multiply the previous one's
         probabilities by V; without, one thing at a time. With PINGPONG (two warpgroups), the two
         take turns to issue their matmuls (``turn`` barriers), so that one's softmax runs while the
-        tensor cores work on the other's."""
+        tensor cores work on the other's (the turns are taken around the overlapped issue, so PINGPONG
+        needs OVERLAP: :func:`forward` passes it only with OVERLAP)."""
         D: gl.constexpr = q_s.type.shape[4]
         BN: gl.constexpr = k_s.type.shape[3]
         BM: gl.constexpr = 64 * WGS
@@ -296,22 +298,25 @@ def _descriptor(t: torch.Tensor, rows: int):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), _layout(block, t.dtype == torch.bfloat16))
 
 
-def forward(q, k, v, out, lse, causal: bool, scale: float, *, shape: tuple | None = None, persistent: bool = True,
-            overlap: bool = True, pingpong: bool = False) -> None:
+def forward(q, k, v, out, lse, causal: bool, scale: float, *, shape: tuple | None = None,
+            persistent: bool | None = None, overlap: bool = True, pingpong: bool = False) -> None:
     """``out`` (and ``lse``, log2 of each row's softmax denominator, where not None) for inputs that
-    ``course.attention.check_inputs`` and :func:`unsupported` have passed; ``out`` laid out as
-    :func:`unsupported` asks of ``q``. ``shape``: (warpgroups, stages), default ``SHAPES[head_dim]``;
-    ``persistent``: one program per SM, each taking every ``num_programs``-th tile (else one per
-    tile); ``overlap`` and ``pingpong``: see :func:`_consumer`."""
+    ``course.attention.check_inputs`` and :func:`unsupported` have passed, and a ``scale`` above 0;
+    ``out`` laid out as :func:`unsupported` asks of ``q``. ``shape``: (warpgroups, stages), default
+    ``SHAPES[head_dim]``; ``persistent``: one program per SM, each taking every ``num_programs``-th
+    tile, or one per tile (default: persistent without a causal mask); ``overlap`` and
+    ``pingpong``: see :func:`_consumer` (ping-pong only with the overlap)."""
     B, H, S_Q, D = q.shape
     wgs, stages = shape or SHAPES[D]
+    if persistent is None:
+        persistent = not causal
     num_tiles = -(-S_Q // (64 * wgs)) * B * H
     programs = min(num_tiles, hardware.device_sms(q.device.index)) if persistent else num_tiles
     attention_kernel[(programs,)](
         _descriptor(q, 64), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N), _descriptor(out, 64),
         lse if lse is not None else out, scale * math.log2(math.e), H, H // k.shape[1], S_Q, k.shape[2], num_tiles,
         WGS=wgs, STAGES=stages, CAUSAL=bool(causal), HAS_LSE=lse is not None, CONSUMER_REGS=consumer_registers(wgs),
-        OVERLAP=overlap, PINGPONG=pingpong and wgs == 2, num_warps=4)
+        OVERLAP=overlap, PINGPONG=pingpong and overlap and wgs == 2, num_warps=4)
 
 
 # What the compiler's view of the two kernels is read for: the products, the waits for them and the exponentials.
@@ -329,18 +334,27 @@ def build(head_dim: int = 128, causal: bool = False, seq: int = 8192, **options)
     return compile.build(attention_kernel, _descriptor(x, 64), _descriptor(x, BLOCK_N), _descriptor(x, BLOCK_N),
                          _descriptor(x, 64), torch.empty(1), 0.1, 16, 1, seq, seq, 16 * seq // (64 * wgs),
                          WGS=wgs, STAGES=stages, CAUSAL=causal, HAS_LSE=False, CONSUMER_REGS=consumer_registers(wgs),
-                         OVERLAP=options.get("overlap", True), PINGPONG=options.get("pingpong", False))
+                         OVERLAP=options.get("overlap", True),
+                         PINGPONG=options.get("pingpong", False) and options.get("overlap", True))
 
 
-def plan(head_dim: int, causal: bool, seq_k: int) -> dict | None:
-    """How :func:`course.attention.attention` runs this kernel (``forward``'s keyword arguments), or
-    None where the course's Triton kernel is faster: head dim 64 below 8k keys. Causal tiles differ
-    in length, so they are left to the GPU's own scheduler, one program each; full ones go
-    persistent. At head dim 64 (half the products per exponential) each warpgroup runs in order and
-    the two take turns. H100 figures: notes/fusion.md, "The Hopper forward in Gluon"."""
-    if head_dim == 64 and seq_k < 8192:
+def plan(head_dim: int, causal: bool, seq_q: int, seq_k: int, grouped: bool = False) -> dict | None:
+    """How :func:`course.attention.attention` runs this kernel by default (:func:`options`), or None
+    where it keeps the course's Triton kernel: head dim 64 below 8k keys (as fast there), fewer
+    than 128 query rows (a tile would be mostly empty) and ``grouped`` query heads without a mask
+    (the Triton kernel reads each key block once per group). H100 figures: notes/fusion.md, "The
+    Hopper forward in Gluon"."""
+    if (head_dim == 64 and seq_k < 8192) or seq_q < 128 or (grouped and not causal):
         return None
-    return dict(persistent=not causal, overlap=head_dim != 64 or causal, pingpong=head_dim == 64 and not causal)
+    return options(head_dim, causal)
+
+
+def options(head_dim: int, causal: bool) -> dict:
+    """:func:`forward`'s options for these inputs: the softmax under the products, persistent without
+    a mask (causal tiles differ in length and are left to the GPU's scheduler, one program each);
+    at head dim 64 without a mask each warpgroup in order (within the run-to-run spread of the
+    overlap there, and what the record measured as the course's)."""
+    return dict(persistent=not causal, overlap=head_dim != 64 or causal)
 
 
 # The techniques one at a time (forward's keyword arguments), as notebook 11 measures them.
@@ -356,42 +370,33 @@ TECHNIQUES = {
 def schedule(kind: str, blocks: int = 4, matmul: float = 1.0, softmax: float = 1.0) -> dict:
     """A model of what runs when (not a measurement): ``{lane: [(start, end, label, warpgroup)]}`` for
     ``blocks`` blocks of keys, each of a warpgroup's two products (``S = Q Kᵀ``, ``O += P V``) taking
-    ``matmul`` and its softmax ``softmax`` time units; the tensor cores are one lane, each
-    warpgroup's CUDA cores another. ``kind``: "in order" (one warpgroup, one thing at a time),
-    "overlap" (one warpgroup: ``S_j`` and ``P_{j-1} V`` issued together, the softmax of ``S_j`` under
-    the second) or "ping-pong" (two warpgroups in order, taking turns on the tensor cores)."""
-    lanes: dict = {"tensor cores": []}
-    if kind in ("in order", "overlap"):
-        lanes["warpgroup 0"] = []
-        tensor, cuda = lanes["tensor cores"], lanes["warpgroup 0"]
-        tensor.append((0, matmul, "S0", 0))
-        cuda.append((matmul, matmul + softmax, "exp 0", 0))
-        t = matmul + softmax
-        for j in range(1, blocks):
-            if kind == "in order":
-                tensor += [(t, t + matmul, f"PV{j - 1}", 0), (t + matmul, t + 2 * matmul, f"S{j}", 0)]
-                cuda.append((t + 2 * matmul, t + 2 * matmul + softmax, f"exp {j}", 0))
-                t += 2 * matmul + softmax
-            else:
-                tensor += [(t, t + matmul, f"S{j}", 0), (t + matmul, t + 2 * matmul, f"PV{j - 1}", 0)]
-                cuda.append((t + matmul, t + matmul + softmax, f"exp {j}", 0))
-                t += matmul + max(matmul, softmax)
-        tensor.append((t, t + matmul, f"PV{blocks - 1}", 0))
-        return lanes
-    if kind != "ping-pong":
+    ``matmul`` and its softmax ``softmax`` time units; the tensor cores are one lane (first come,
+    first served), each warpgroup's CUDA cores another. ``kind``: "in order" (one warpgroup, one
+    thing at a time), "overlap" (one warpgroup: ``S_j`` and ``P_{j-1} V`` issued together, the
+    softmax of ``S_j`` under the second) or "ping-pong" (two warpgroups, each overlapped, taking
+    turns to issue)."""
+    groups = {"in order": 1, "overlap": 1, "ping-pong": 2}
+    if kind not in groups:
         raise ValueError(f"schedule(kind={kind!r}): pass 'in order', 'overlap' or 'ping-pong'")
-    lanes.update({"warpgroup 0": [], "warpgroup 1": []})
-    ready = [0.0, 0.0]  # when each warpgroup can next use the tensor cores
+    lanes: dict = {"tensor cores": [], **{f"warpgroup {wg}": [] for wg in range(groups[kind])}}
     free = 0.0  # when the tensor cores are next free
+    ready = [0.0] * groups[kind]  # when each warpgroup can issue its next step
+    issued = 0.0  # when the last step was issued: turns keep the warpgroups' steps in order
     for j in range(blocks + 1):
-        for wg in (0, 1):  # turns: warpgroup 0, then 1, each issuing its products of this step
-            work = ([f"PV{j - 1}"] if j else []) + ([f"S{j}"] if j < blocks else [])
-            t = max(ready[wg], free)
+        for wg in range(groups[kind]):
+            t = max(ready[wg], issued)
+            issued = t
+            # step j: S_j (block 0's alone) and P_{j-1} V_{j-1}: in order the product first, then S_j
+            work = ([f"S{j}"] if j < blocks else []) + ([f"PV{j - 1}"] if j else [])
+            if kind == "in order":
+                work.reverse()
+            end = {}
             for name in work:
-                lanes["tensor cores"].append((t, t + matmul, name, wg))
-                t += matmul
-            free = t
+                start = max(t, free)
+                lanes["tensor cores"].append((start, start + matmul, name, wg))
+                free = end[name] = start + matmul
             if j < blocks:
-                lanes[f"warpgroup {wg}"].append((t, t + softmax, f"exp {j}", wg))
-                ready[wg] = t + softmax
+                exp_start = end[f"S{j}"]
+                lanes[f"warpgroup {wg}"].append((exp_start, exp_start + softmax, f"exp {j}", wg))
+                ready[wg] = max(exp_start + softmax, end.get(f"PV{j - 1}", 0.0))
     return lanes

@@ -17,6 +17,7 @@ import itertools
 import math
 
 import matplotlib.colors
+import matplotlib.patches
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -598,10 +599,11 @@ def timeline(spans: dict, *, title: str = ""):
     return fig
 
 
-def lanes(panels: dict, *, unit: str = "time", title: str = ""):
+def lanes(panels: dict, *, unit: str = "time", title: str = "", group_label: str = "warpgroup {}"):
     """One panel per schedule (``{name: {lane: [(start, end, label, group)]}}``, as
     ``course.attention_gluon.schedule`` gives them), one row per lane, each span a bar labelled and
-    coloured by its group (a warpgroup); the panels share the time axis."""
+    coloured by its group (a warpgroup; the legend names each ``group_label.format(group)``); the panels
+    share the time axis."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 0.6 + sum(0.5 * len(p) + 0.4 for p in panels.values())),
                              sharex=True, layout="constrained", squeeze=False,
                              height_ratios=[len(p) for p in panels.values()])
@@ -617,6 +619,9 @@ def lanes(panels: dict, *, unit: str = "time", title: str = ""):
         end = max(span[1] for spans in rows.values() for span in spans)
         ax.set_title(f"{name}: the loop ends at {end:g}", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel(unit)
+    groups = sorted({span[3] for rows in panels.values() for spans in rows.values() for span in spans})
+    fig.legend(handles=[matplotlib.patches.Patch(color=colours[g % len(colours)], label=group_label.format(g))
+                        for g in groups], loc="outside lower center", ncols=len(groups), fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -90,13 +90,26 @@ def _lse_reference(q, k, causal):
 def test_matches_float64(B, H, H_KV, S_Q, S_K, layout, D, causal, dtype):
     q, k, v = _inputs(B, H, H_KV, S_Q, S_K, D, dtype, layout)
     assert attention_gluon.unsupported(q, k, v) is None
-    out = attention.empty_output(q, H_KV, causal)
-    out.copy_(poisoned(out.shape, dtype, DEVICE))
-    lse = poisoned((B, H, S_Q), torch.float32, DEVICE)
-    attention_gluon.forward(q, k, v, out, lse, causal, 1 / math.sqrt(D))
-    name = f"{B}x{H}/{H_KV}x{S_Q}x{S_K}x{D} {layout} causal={causal}"
-    check(name, out, attention.reference(q, k, v, causal=causal))
-    check(f"{name} lse", lse, _lse_reference(q, k, causal), tol=1e-4)
+    ref, lse_ref = attention.reference(q, k, v, causal=causal), _lse_reference(q, k, causal)
+    # every way the kernel runs: its defaults, plan's options for this head dim, each technique, persistent or not
+    variants = [{}, attention_gluon.options(D, causal), *attention_gluon.TECHNIQUES.values(),
+                dict(persistent=not causal, overlap=False)]
+    for options in variants:
+        out = attention.empty_output(q, H_KV, causal)
+        out.copy_(poisoned(out.shape, dtype, DEVICE))
+        lse = poisoned((B, H, S_Q), torch.float32, DEVICE)
+        attention_gluon.forward(q, k, v, out, lse, causal, 1 / math.sqrt(D), **options)
+        name = f"{B}x{H}/{H_KV}x{S_Q}x{S_K}x{D} {layout} causal={causal} {options}"
+        check(name, out, ref)
+        check(f"{name} lse", lse, lse_ref, tol=1e-4)
+
+
+def test_a_scale_of_zero_or_below_goes_to_the_triton_kernel():
+    q = torch.randn(1, 2, 40, 64, device=DEVICE, dtype=torch.float16)
+    for scale in (0.0, -0.5):  # the Gluon kernel takes its running maximum before scaling
+        check(f"scale={scale}", attention.attention(q, q, q, scale=scale), attention.reference(q, q, q, scale=scale))
+        with pytest.raises(ValueError, match="kernel='gluon' cannot run here"):
+            attention.attention(q, q, q, scale=scale, kernel="gluon")
 
 
 def test_attention_says_which_kernels_it_takes():
@@ -111,11 +124,14 @@ def test_attention_says_which_kernels_it_takes():
     check("kernel='triton'", attention.attention(q, q, q, kernel="triton"), attention.reference(q, q, q))
 
 
-def test_the_plan_leaves_short_head_dim_64_to_triton_and_causal_tiles_to_the_gpu():
-    assert attention_gluon.plan(64, False, 4096) is None
-    assert attention_gluon.plan(64, False, 8192) == dict(persistent=True, overlap=False, pingpong=True)
-    assert attention_gluon.plan(128, False, 1024) == dict(persistent=True, overlap=True, pingpong=False)
-    assert attention_gluon.plan(128, True, 1024)["persistent"] is False
+def test_the_plan_leaves_short_head_dim_64_decoding_and_packed_groups_to_triton():
+    assert attention_gluon.plan(64, False, 4096, 4096) is None
+    assert attention_gluon.plan(64, False, 8192, 8192) == dict(persistent=True, overlap=False)
+    assert attention_gluon.plan(128, False, 1024, 1024) == dict(persistent=True, overlap=True)
+    assert attention_gluon.plan(128, True, 1024, 1024) == dict(persistent=False, overlap=True)  # causal: one per tile
+    assert attention_gluon.plan(128, False, 1, 4096) is None  # decoding: a 128-row tile would hold one row
+    assert attention_gluon.plan(128, False, 4096, 4096, grouped=True) is None  # Triton packs a group's heads
+    assert attention_gluon.plan(128, True, 4096, 4096, grouped=True) is not None
     for options in attention_gluon.TECHNIQUES.values():  # each is forward's keyword arguments
         assert set(options) <= {"persistent", "overlap", "pingpong"}
 
@@ -157,7 +173,7 @@ def test_attention_runs_the_gluon_kernel_where_the_plan_takes_it(D, S, monkeypat
     for causal in (False, True):
         check(f"auto d={D} causal={causal}", attention.attention(q, k, v, causal=causal),
               attention.reference(q, k, v, causal=causal))
-    assert calls == [attention_gluon.plan(D, False, S), attention_gluon.plan(D, True, S)]
+    assert calls == [attention_gluon.plan(D, False, S, S), attention_gluon.plan(D, True, S, S)]
 
 
 @has_gluon
