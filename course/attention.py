@@ -123,6 +123,11 @@ def config_for(head_dim: int, causal: bool, element_size: int = 2) -> dict:
     with inputs of ``element_size`` bytes."""
     if runtime.INTERPRET:
         return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    return gpu_config(head_dim, element_size)
+
+
+def gpu_config(head_dim: int, element_size: int = 2) -> dict:
+    """:func:`config_for`'s choice on a GPU (what :func:`build` compiles with on any machine)."""
     if head_dim <= 128:  # best of 8 configs on an H100 at seq 8192, bf16: 1.38-1.53x of SDPA (notes/fusion.md)
         return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
     if element_size > 2:  # float32 at 256: K and V blocks of 64 KB each would not fit twice
@@ -230,7 +235,7 @@ def _gluon_options(q, k, v, causal, scale, step, config, kernel) -> dict | None:
             raise ValueError("attention: step= and config= are the Triton kernel's; drop them, or pass kernel='triton'")
         if why is not None:
             raise ValueError(f"attention: kernel='gluon' cannot run here: {why}; pass kernel='auto' or 'triton'")
-        return attention_gluon.options(q.shape[-1], causal)
+        return {}
     if why is not None:
         return None
     return attention_gluon.plan(q.shape[-1], causal, q.shape[2], k.shape[2], grouped=k.shape[1] < q.shape[1])
@@ -377,15 +382,37 @@ def benchmark_hopper(seqs=(1024, 4096, 8192, 16384), head_dims=(64, 128), tokens
     return rows
 
 
+def hopper_table(rows: list[dict]) -> str:
+    """:func:`benchmark_hopper`'s rows as a text table: TFLOP/s per kernel (torch's backends, then the
+    course's), and the last column "course" over the fastest of torch's backends on that row."""
+    names = list(rows[0]["tflops"])
+    widths = [max(9, len(n)) for n in names]
+    torch_names = [n for n in ("flash", "efficient", "cuDNN") if n in names]
+    def span(title, group):  # a dashed title over the columns of ``group``
+        return f"{title:-^{sum(w + 1 for n, w in zip(names, widths) if n in group) - 1}s}"
+
+    gluon_names = [n for n in names if n not in torch_names and n not in ("Triton", "course")]
+    triton_gap = " " * widths[names.index("Triton")]
+    head = f"{'':18s} {span(' torch ', torch_names)} {triton_gap} {span(' Gluon ', gluon_names)}"
+    lines = [head, f"{'d':>4s} {'causal':>6s} {'seq':>6s} " + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths))
+             + "   course / best torch"]
+    for r in rows:
+        t = r["tflops"]
+        best = max(torch_names, key=lambda n: t.get(n, 0))
+        lines.append(f"{r['head_dim']:4d} {r['causal']!s:>6s} {r['seq']:6d} "
+                     + " ".join(f"{t.get(n, 0):{w}.0f}" for n, w in zip(names, widths))
+                     + f"   {t['course'] / t[best]:5.2f} ({best})")
+    return "\n".join(lines)
+
+
 def build(head_dim: int = 128, causal: bool = False, seq: int = 8192):
     """:func:`attention_kernel` compiled for an H100 (a ``course.compile.Build``, on any machine), bf16,
-    with its GPU configuration (:func:`config_for`'s), for 16 heads of ``seq`` tokens."""
+    with its GPU configuration (:func:`gpu_config`), for 16 heads of ``seq`` tokens."""
     from course import compile
 
     x = torch.empty(1, 16, seq, head_dim, dtype=torch.bfloat16)
-    config = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)  # config_for's on a GPU
     return compile.build(attention_kernel, x, x, x, x, None, 0.1, 16, 1, seq, seq, *x.stride(), *x.stride(),
-                         *x.stride(), *x.stride(), HEAD_DIM=head_dim, CAUSAL=causal, **config)
+                         *x.stride(), *x.stride(), HEAD_DIM=head_dim, CAUSAL=causal, **gpu_config(head_dim))
 
 
 # FlashAttention-3's forward pass as its paper publishes it (Shah et al., 2024, arXiv:2407.08608, the

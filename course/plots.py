@@ -613,15 +613,15 @@ def lanes(panels: dict, *, unit: str = "time", title: str = "", group_label: str
             for start, end, label, group in spans:
                 colour = colours[group % len(colours)]
                 ax.barh(row, end - start, left=start, color=colour, edgecolor="white")
-                ax.text((start + end) / 2, row, label, ha="center", va="center", fontsize=7, color=_ink_on(colour))
+                ax.text((start + end) / 2, row, label, ha="center", va="center", fontsize=9, color=_ink_on(colour))
         ax.set_yticks(range(len(rows)), list(rows))
         ax.invert_yaxis()
         end = max(span[1] for spans in rows.values() for span in spans)
-        ax.set_title(f"{name}: the loop ends at {end:g}", fontsize=9, loc="left")
+        ax.set_title(f"{name}: the loop ends at {end:g}", fontsize=10, loc="left")
     axes[-1, 0].set_xlabel(unit)
     groups = sorted({span[3] for rows in panels.values() for spans in rows.values() for span in spans})
     fig.legend(handles=[matplotlib.patches.Patch(color=colours[g % len(colours)], label=group_label.format(g))
-                        for g in groups], loc="outside lower center", ncols=len(groups), fontsize=8)
+                        for g in groups], loc="outside lower center", ncols=len(groups), fontsize=9)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -119,3 +119,14 @@ def test_fastest_torch_backend_and_records_without_cudnn():
     assert attention.fastest_torch({**old, "cudnn_tflops": 550.0}) == ("cuDNN", 550.0)
     assert attention.fastest_torch({**old, "cudnn_tflops": 250.0}) == ("flash", 300.0)
     assert attention.FA3_PUBLISHED_TFLOPS["head_dim"] == 128 and attention.FA3_PUBLISHED_TFLOPS["tflops"] > 0
+
+
+def test_the_hopper_table_aligns_every_column_and_divides_by_the_fastest_torch_backend():
+    tflops = {"flash": 300.0, "cuDNN": 500.0, "Triton": 400.0, "+ persistent": 550.0, "course": 600.0}
+    lines = attention.hopper_table([dict(head_dim=128, causal=True, seq=4096, tflops=tflops)]).splitlines()
+    header, row = lines[1], lines[2]
+    for name in tflops:  # each number ends where its column's name ends
+        end = header.index(name) + len(name)
+        assert row[:end].rstrip().endswith(f"{tflops[name]:.0f}"), (name, header, row)
+    assert row.endswith("1.20 (cuDNN)")
+    assert lines[0].index("torch") < header.index("cuDNN") and lines[0].index("Gluon") > header.index("Triton")

@@ -1,13 +1,9 @@
 """Tests of course.attention_gluon, the warp-specialized Hopper attention forward: a compile for sm_90
-without a GPU (attention_gluon_compile_check.py, in a fresh process), its register budget, and on an
+without a GPU (``attention_gluon.build``), its register budget, and on an
 sm_90 GPU its output and log-sum-exp against float64 (odd lengths, causal edges, grouped heads,
 strided layouts), NaN-poisoned before it writes them."""
 
 import math
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,15 +17,17 @@ has_gluon = pytest.mark.skipif(attention_gluon.gluon is None, reason="this Trito
 
 
 @has_gluon
-def test_the_kernel_compiles_for_hopper_without_a_gpu():
-    # a fresh process: one that has interpreted kernels cannot compile Gluon (see the script)
-    script = Path(__file__).with_name("attention_gluon_compile_check.py")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
-    built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
-    assert len(built) == len(attention_gluon.SHAPES) * 4, run.stdout  # head dims x causal x (bf16, fp16 + lse)
-    for shared, wgmmas, copies, cubin in built:  # Q, the K and V rings and the barriers fit 227 KB
-        assert int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
+@pytest.mark.parametrize("head_dim", sorted(attention_gluon.SHAPES))
+@pytest.mark.parametrize("causal, dtype, with_lse, options", [
+    (False, torch.bfloat16, False, dict(overlap=False)),
+    (True, torch.float16, True, dict(overlap=True, pingpong=True)),
+])
+def test_the_kernel_compiles_for_hopper_without_a_gpu(head_dim, causal, dtype, with_lse, options):
+    built = attention_gluon.build(head_dim, causal, dtype=dtype, with_lse=with_lse, **options)
+    assert built.asm["shared"] <= 227 * 1024  # Q, the K and V rings and the barriers fit an SM's shared memory
+    assert built.count("ptx", r"wgmma\.mma_async") and built.count("ptx", r"cp\.async\.bulk\.tensor")
+    assert (built.count("ptx", r"wgmma\.wait_group\.sync\.aligned 1;") > 0) == options["overlap"]
+    assert len(built.asm["cubin"]) > 0
 
 
 def test_the_warpgroups_registers_fit_the_register_file():
@@ -86,13 +84,14 @@ def _lse_reference(q, k, causal):
     (1, 2, 1, 1, 513, "bhsd"),     # one query row (decoding), multi-query
     (1, 2, 2, 129, 1, "bhsd"),     # one key
     (1, 3, 3, 2048, 2048, "bhsd"),  # many blocks: every slot of the rings reused
+    (3, 40, 40, 384, 384, "bhsd"),  # more tiles than SMs: a persistent grid deals them in rounds
 ])
 def test_matches_float64(B, H, H_KV, S_Q, S_K, layout, D, causal, dtype):
     q, k, v = _inputs(B, H, H_KV, S_Q, S_K, D, dtype, layout)
     assert attention_gluon.unsupported(q, k, v) is None
     ref, lse_ref = attention.reference(q, k, v, causal=causal), _lse_reference(q, k, causal)
-    # every way the kernel runs: its defaults, plan's options for this head dim, each technique, persistent or not
-    variants = [{}, attention_gluon.options(D, causal), *attention_gluon.TECHNIQUES.values(),
+    # every way the kernel runs: its defaults (plan's), each technique, persistent or not
+    variants = [{}, *attention_gluon.TECHNIQUES.values(), dict(persistent=True),
                 dict(persistent=not causal, overlap=False)]
     for options in variants:
         out = attention.empty_output(q, H_KV, causal)
@@ -125,15 +124,24 @@ def test_attention_says_which_kernels_it_takes():
 
 
 def test_the_plan_leaves_short_head_dim_64_decoding_and_packed_groups_to_triton():
-    assert attention_gluon.plan(64, False, 4096, 4096) is None
-    assert attention_gluon.plan(64, False, 8192, 8192) == dict(persistent=True, overlap=False)
-    assert attention_gluon.plan(128, False, 1024, 1024) == dict(persistent=True, overlap=True)
-    assert attention_gluon.plan(128, True, 1024, 1024) == dict(persistent=False, overlap=True)  # causal: one per tile
+    assert attention_gluon.plan(64, False, 1024, 1024) is None
+    assert attention_gluon.plan(64, True, 2048, 2048) == {}  # forward's defaults
+    assert attention_gluon.plan(128, True, 1024, 1024) == {}
     assert attention_gluon.plan(128, False, 1, 4096) is None  # decoding: a 128-row tile would hold one row
     assert attention_gluon.plan(128, False, 4096, 4096, grouped=True) is None  # Triton packs a group's heads
     assert attention_gluon.plan(128, True, 4096, 4096, grouped=True) is not None
     for options in attention_gluon.TECHNIQUES.values():  # each is forward's keyword arguments
         assert set(options) <= {"persistent", "overlap", "pingpong"}
+
+
+def test_the_snake_deal_balances_causal_tiles_unless_a_round_nearly_matches_a_head():
+    balance = attention_gluon.deal_balance
+    assert balance(8, 256, 1024, 128, 132) < attention_gluon.BALANCED  # 1k tokens, 16 heads x batch 16
+    assert balance(128, 16, 16384, 128, 132) > 1.5  # 16k: 128 tiles a head against 132 programs
+    assert balance(8, 256, 1024, 128, 132, snake=False) > 1.3  # round-robin: the first programs get the long tiles
+    assert balance(4, 33, 512, 128, 132) == 4 / 2.5  # one tile each: the longest (4 blocks) over the mean
+    assert balance(64, 2, 8192, 128, 64) == 1.0  # a round and its reverse: pairs whose lengths sum alike
+    assert balance(4, 1, 300, 128, 4) == 3 / 2.25  # the last query blocks read at most the 3 blocks of keys
 
 
 @pytest.mark.parametrize("kind", ["in order", "overlap", "ping-pong"])
