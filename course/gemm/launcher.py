@@ -69,7 +69,9 @@ class BoundLaunch:
         self.device = None  # the device it was compiled for (the current one at the first call)
         self._constexprs = ()  # the values the launcher expects after the runtime arguments
         self._raw = None  # the launcher's C function, where this Triton's launcher is as expected
+        self._fixed = ()  # what the launcher takes between the stream and the kernel's arguments
         self._descriptors = ()  # (position, metadata, {base address: encoded arguments}) per descriptor
+        self._prepared = {}  # the arguments with their descriptors encoded, per tuple of integers (see _prepare)
 
     def __call__(self, *args):
         if self.direct(*args):
@@ -90,17 +92,32 @@ class BoundLaunch:
         ``data_ptr()`` call and driver query for each. So may tensor descriptors, by the address of
         the tensor they describe, laid out as the first call's (see ``takes_tensors``)."""
         raw = self._raw  # set at the first call where this Triton's launcher is as expected
-        if raw is None or self._current_device() != self.device or _hooks_installed():
+        device = self.device
+        if raw is None or self._current_device() != device or _hooks_installed():
             return False
         if self._descriptors:
-            args = self._encoded(args)
+            try:
+                args = self._prepared[args]
+            except (KeyError, TypeError):  # not kept yet, or unhashable (a tensor descriptor): never kept
+                args = self._prepare(args)
         if LAUNCHER_ABI == "3.6":
-            raw(*self.grid, self._current_stream(self.device), self.compiled.function, *self._fixed, *args,
-                *self._constexprs)
+            raw(*self.grid, self._current_stream(device), *self._fixed, *args, *self._constexprs)
         else:
-            raw(*self.grid, self._current_stream(self.device), self.compiled.function, *self._fixed,
-                (*args, *self._constexprs))
+            raw(*self.grid, self._current_stream(device), *self._fixed, (*args, *self._constexprs))
         return True
+
+    def _prepare(self, args) -> tuple:
+        """``args`` with each tensor descriptor encoded (``_encoded``), kept for the next call with the
+        same ``args`` where every one is an integer (a route's call: addresses, sizes, strides), for the
+        last 16 such tuples: a call replayed on the same tensors then skips the per-descriptor work,
+        up to 0.9 us a call for three descriptors (``notes/gemm-decisions.md``, "Host time"). Tuples
+        that hold a tensor or a descriptor are not kept: nothing here keeps a tensor alive."""
+        encoded = tuple(self._encoded(args))
+        if all(type(arg) is int for arg in args):
+            if len(self._prepared) >= _MAPS_PER_DESCRIPTOR:
+                self._prepared.clear()
+            self._prepared[args] = encoded
+        return encoded
 
     def _encoded(self, args) -> list:
         """``args`` with each tensor descriptor (or the tensor, or the address, it describes) replaced by
@@ -146,6 +163,7 @@ class BoundLaunch:
         self.device = self._current_device()
         self.compiled = compiled
         self._raw, self._fixed, self._descriptors = _raw_launcher(compiled, args)
+        self._prepared = {}
 
     @property
     def takes_tensors(self) -> bool:
@@ -168,7 +186,7 @@ class _Address:
 
 def _raw_launcher(compiled, args) -> tuple:
     """``(raw, fixed, descriptors)``: the C launch function under the ``CudaLauncher`` of ``compiled``,
-    the arguments it takes between the function handle and the kernel's own, and per tensor
+    the arguments it takes between the stream and the kernel's own (the function handle first), and per tensor
     descriptor argument its position, its TMA metadata, an empty cache of encodings and the first
     call's descriptor without its tensor (a template for the others). ``raw`` is None where the
     launcher is not as expected, or needs scratch memory (or a sanitizer's state) per launch."""
@@ -180,13 +198,14 @@ def _raw_launcher(compiled, args) -> tuple:
         return none
     if launcher.global_scratch_size or launcher.profile_scratch_size or getattr(launcher, "gsan_enabled", False):
         return none
-    # after the grid, stream and function: cooperative launch, PDL, then (none: _hooks_installed is checked per
+    # after the grid and stream: the function, cooperative launch, PDL, then (none: _hooks_installed is checked per
     # call) the scratch pointers, the launch metadata and the two hooks, in the order of this Triton's launcher
     coop, pdl, packed = launcher.launch_cooperative_grid, launcher.launch_pdl, compiled.packed_metadata
     if LAUNCHER_ABI == "3.6":
-        fixed = (coop, pdl, None, None, packed, None, None, None)
+        fixed = (compiled.function, coop, pdl, None, None, packed, None, None, None)
     else:
-        fixed = (coop, pdl, packed, None, None, None, None, None, launcher.arg_annotations, launcher.kernel_signature)
+        fixed = (compiled.function, coop, pdl, packed, None, None, None, None, None, launcher.arg_annotations,
+                 launcher.kernel_signature)
     launch = launcher.launch
     descriptors = ()
     cells = dict(zip(getattr(getattr(launch, "__code__", None), "co_freevars", ()), launch.__closure__ or ())) \
@@ -216,9 +235,12 @@ def _encode(desc, metadata) -> list:
 
 def _hooks_installed() -> bool:
     """Whether a launch hook (a profiler's) is installed: Triton keeps them in chains, empty by default."""
-    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
-    return bool((enter is not None and getattr(enter, "calls", True)) or
-                (leave is not None and getattr(leave, "calls", True)))
+    try:  # two chains, read on every launch
+        return bool(_RUNTIME_KNOBS.launch_enter_hook.calls or _RUNTIME_KNOBS.launch_exit_hook.calls)
+    except AttributeError:  # a hook set in place of a chain, or None
+        enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
+        return bool((enter is not None and getattr(enter, "calls", True)) or
+                    (leave is not None and getattr(leave, "calls", True)))
 
 
 def rebased(desc, t):
