@@ -2,6 +2,7 @@
 
     python -m course.bench gemm [--quick] [--dtypes bf16,fp16,int8] [--out DIR] [--no-save]
     python -m course.bench gemm --set broad --dtypes bf16   # shapes nothing was tuned on, auto only
+    python -m course.bench gemm --per-triton   # record as gemm_<gpu>_triton3.9.json (the notebooks plot gemm_<gpu>)
     python -m course.bench copy [--out DIR] [--no-save]
     python -m course.bench host [--no-save]   # host us per call and back-to-back calls vs torch
     python -m course.bench all        # copy, then gemm, then host

@@ -21,6 +21,9 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="bf16,fp16,int8", help="comma-separated: bf16, fp16, int8")
     ap.add_argument("--out", default=None, help="folder for a JSON copy and the PNG plots")
     ap.add_argument("--no-save", action="store_true", help="do not write course/data/")
+    ap.add_argument("--per-triton", action="store_true",
+                    help="gemm: name the record after Triton's version too (gemm_<gpu>_triton3.9.json), as host "
+                         "records are; gemm_<gpu>.json, which the notebooks plot, stays as it is")
     ap.add_argument("--no-precompile", action="store_true", help="compile in the timed process instead")
     args = ap.parse_args(argv)
     if args.what == "plot":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from course.bench.report import draw_plots, print_table, save_plain
+from course.bench.report import draw_plots, print_table, save_plain, triton_version
 from course.bench.shapes import DTYPES, MODES, OUT_DTYPE, broad_set, inputs, shape_set
 
 
@@ -214,6 +214,8 @@ def run_gemm(args):
     meta = dict(kind="gemm", set=args.set, gpu_slug=machine.slug, quick=args.quick, sms=machine.sms,
                 ratio="reference time / our time (>1: faster than the reference)")
     record = f"gemm_broad_{machine.slug}" if broad else f"gemm_{machine.slug}"
+    if getattr(args, "per_triton", False):
+        record += f"_triton{triton_version()}"
     if not args.no_save:
         try:
             path = records.save(record, rows, meta)

@@ -13,6 +13,13 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def triton_version() -> str:
+    """Triton's major.minor version, as record names carry it (``host_h100-sxm_triton3.9``)."""
+    import triton
+
+    return ".".join(triton.__version__.split(".")[:2])
+
+
 def save_plain(filename, rows, meta):
     from course.records import environment
 

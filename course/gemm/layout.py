@@ -46,9 +46,11 @@ def host_descriptor(t, transposed, block_rows, block_cols):
 MACS_PER_COPIED_ELEMENT = 16
 
 
-# 16-bit rows that start 16 bytes into a 32-byte sector run about 1.5x slower; copying them pays only
-# in big products, at this many multiply-adds per element copied (10240 x 10240 x 3000: 0.76 -> 0.95).
-MACS_PER_REALIGNED_ELEMENT = 192 * MACS_PER_COPIED_ELEMENT  # 3072
+# 16-bit rows 16 bytes into a 32-byte sector read about 1.5x slower; a realigned copy of B pays from this
+# many multiply-adds per element of B (M), one of A, which saves less, from REALIGNED_A_FACTOR times as many
+# per element of A (N) (notes/gemm-decisions.md, "Operand layout").
+MACS_PER_REALIGNED_ELEMENT = 160 * MACS_PER_COPIED_ELEMENT  # 2560
+REALIGNED_A_FACTOR = 4
 
 
 def rows_straddle_sectors(t: torch.Tensor) -> bool:
@@ -70,9 +72,10 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
     first (``c``: computed into an aligned buffer, then copied into ``c``; on a GPU only, not under
     the interpreter): the operands that TMA cannot read as they are but can once copied, where the
     product does at least ``MACS_PER_COPIED_ELEMENT`` multiply-adds per element copied; and 16-bit
-    ones that it reads slowly, their rows 16 bytes off a 32-byte sector, where the product does at
-    least ``MACS_PER_REALIGNED_ELEMENT`` per element of all of them (``a`` and ``b`` only: C is
-    written once).
+    ones that it reads slowly, their rows 16 bytes off a 32-byte sector: ``b`` where the product does
+    at least ``MACS_PER_REALIGNED_ELEMENT`` multiply-adds per element of ``b`` (M), ``a`` where it
+    does ``REALIGNED_A_FACTOR`` times as many per element of ``a`` (N) as well (C is written once:
+    never for that reason).
 
         >>> a = torch.empty(4096, 4014, dtype=torch.bfloat16, device="meta")  # rows of 8028 bytes
         >>> aligned_copies_for(a, torch.empty(4785, 4014, dtype=torch.bfloat16, device="meta").T,
@@ -86,16 +89,13 @@ def aligned_copies_for(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tup
         return (macs_per_element >= MACS_PER_COPIED_ELEMENT and tma_layout(t) is None
                 and min(t.shape) * t.element_size() >= 16)
 
-    copies = (worth(a, N), worth(b, M), worth(c, K))
-    if M * N * K < MACS_PER_REALIGNED_ELEMENT * min(M * K, N * K, M * N):  # the cheap question first
-        return copies
-    operands = (a, b, c)
+    copy_a, copy_b, copy_c = worth(a, N), worth(b, M), worth(c, K)
+    if M < MACS_PER_REALIGNED_ELEMENT:  # the cheap question first
+        return copy_a, copy_b, copy_c
     # C only once, by the TMA store: its realigned copy costs more than it saves (4104 x 3976 x 4096: 0.82 -> 0.98)
-    slow = [not copy and t is not c and rows_straddle_sectors(t) for copy, t in zip(copies, operands)]
-    realigned = sum(t.numel() for t, s in zip(operands, slow) if s)
-    if realigned and M * N * K >= MACS_PER_REALIGNED_ELEMENT * realigned:
-        copies = tuple(copy or s for copy, s in zip(copies, slow))
-    return copies
+    copy_b = copy_b or rows_straddle_sectors(b)
+    copy_a = copy_a or (N >= REALIGNED_A_FACTOR * MACS_PER_REALIGNED_ELEMENT and rows_straddle_sectors(a))
+    return copy_a, copy_b, copy_c
 
 
 def aligned_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, interpret: bool = False) -> tuple:
@@ -135,8 +135,32 @@ def aligned_copy(t: torch.Tensor, fill: bool = True) -> torch.Tensor:
     per_line = 128 // t.element_size()
     buf = torch.empty(rows, cdiv(cols, per_line) * per_line, device=t.device, dtype=t.dtype)[:, :cols]
     if fill:
-        buf.copy_(src)
+        copy_rows(src, buf)
     return buf.T if transposed else buf
+
+
+# Whole words of 16, 8 or 4 bytes, widest first, as dtypes that torch copies bit for bit
+WORDS = (torch.complex128, torch.int64, torch.int32)
+
+
+def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """``dst.copy_(src)`` for 2-D tensors, moved in the widest words (up to 16 bytes) that their strides,
+    row lengths and addresses allow: torch copies rows that are not contiguous with each other one
+    element per thread, at about half the speed for 2-byte elements (notes/gemm-decisions.md, "Operand
+    layout").
+
+        >>> src = torch.arange(24, dtype=torch.bfloat16).reshape(3, 8)
+        >>> dst = torch.empty(3, 64, dtype=torch.bfloat16)[:, :8]
+        >>> copy_rows(src, dst); bool((dst == src).all())
+        True
+    """
+    row_bytes, es = src.shape[1] * src.element_size(), src.element_size()
+    for word in WORDS if src.stride(1) == 1 == dst.stride(1) else ():
+        n = word.itemsize
+        if all(x % n == 0 for x in (row_bytes, src.stride(0) * es, dst.stride(0) * es, src.data_ptr(), dst.data_ptr())):
+            dst.view(word).copy_(src.view(word))
+            return
+    dst.copy_(src)
 
 
 WIDE_BITS = ("am", "ak", "bk", "bn", "cm", "cn", "sa", "sb", "bias")  # bit i of the kernel's WIDE

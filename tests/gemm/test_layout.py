@@ -34,18 +34,34 @@ def test_copies_only_operands_tma_cannot_read_where_the_work_pays_for_them():
     assert gemm_layout.aligned_copies_for(meta(8, 4014), meta(9, 4014).T, meta(8, 9)) == (False, False, True)
     # rows under 16 bytes stay unreadable by TMA, copied or not
     assert gemm_layout.aligned_copies_for(meta(300, 7), meta(7, 300), meta(300, 300)) == (False,) * 3
-    # rows of 6000 bytes (K = 3000), 16 bytes into a sector: TMA reads them, slowly; copied only where
-    # the product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of all of them
-    assert gemm_layout.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (True, True, False)
-    assert gemm_layout.aligned_copies_for(meta(3000, 3000), meta(3000, 3000).T, meta(3000, 3000)) == (False,) * 3
+    # rows of 6000 bytes (K = 3000), 16 bytes into a sector: TMA reads them, slowly; B is copied where the
+    # product does at least MACS_PER_REALIGNED_ELEMENT multiply-adds per element of B (M), A where it does
+    # REALIGNED_A_FACTOR times as many per element of A (N) too
+    assert gemm_layout.aligned_copies_for(meta(8000, 3000), meta(8000, 3000).T, meta(8000, 8000)) == (False, True, False)
+    assert gemm_layout.aligned_copies_for(meta(2048, 3000), meta(2048, 3000).T, meta(2048, 2048)) == (False,) * 3
     # C's rows off a sector are written once by the TMA store: never realigned (rows 7952 bytes apart)
     assert gemm_layout.aligned_copies_for(meta(4104, 4096), meta(3976, 4096).T, meta(4104, 3976)) == (False,) * 3
-    assert gemm_layout.aligned_copies_for(meta(4096, 1000), meta(4096, 1000).T, meta(4096, 4096)) == (False,) * 3
-    # 6144 x 6144 x 1000: 3072 per element of A and B, the threshold; one row less is under it
-    assert gemm_layout.aligned_copies_for(meta(6144, 1000), meta(6144, 1000).T, meta(6144, 6144)) == (True, True, False)
-    assert gemm_layout.aligned_copies_for(meta(6143, 1000), meta(6144, 1000).T, meta(6143, 6144)) == (False,) * 3
+    # the thresholds: M = 2560 for B, and N = 4 x 2560 for A; one row or column less is under them
+    assert gemm_layout.aligned_copies_for(meta(2560, 1000), meta(4096, 1000).T, meta(2560, 4096)) == (False, True, False)
+    assert gemm_layout.aligned_copies_for(meta(2559, 1000), meta(4096, 1000).T, meta(2559, 4096)) == (False,) * 3
+    assert gemm_layout.aligned_copies_for(meta(2560, 1000), meta(10240, 1000).T, meta(2560, 10240)) == (True, True, False)
+    assert gemm_layout.aligned_copies_for(meta(2560, 1000), meta(10239, 1000).T, meta(2560, 10239)) == (False, True, True)
+    # decode: a product this short never pays for a realigned copy
+    assert gemm_layout.aligned_copies_for(meta(16, 4104), meta(14336, 4104).T, meta(16, 14336)) == (False,) * 3
     # rows of 4000 bytes start on sectors (32-byte multiples): read at nearly full speed, never copied
     assert gemm_layout.aligned_copies_for(meta(8192, 2000), meta(8192, 2000).T, meta(8192, 8192)) == (False,) * 3
+
+
+def test_aligned_copies_move_whole_words_and_keep_every_value():
+    # rows of 8208, 2000, 1028 and 8190 bytes: copied in words of 16, 16, 4 and 2 bytes; views that start
+    # one element into their rows copy in 2-byte words
+    base = torch.randn(40, 4112, dtype=torch.bfloat16)
+    for t in (base[:, :4104], base[:, :1000], base[:, :514], base[:, :4095], base[:, 1:4105], base[:, :1000].T,
+              base[:, ::3], base[::2, ::8]):  # and rows that are not contiguous: element by element
+        copy = gemm_layout.aligned_copy(t)
+        assert torch.equal(copy.view(torch.int16), t.view(torch.int16)), t.shape  # bit for bit, NaNs too
+        assert gemm_layout.stored_transposed(copy) == gemm_layout.stored_transposed(t)
+        assert max(copy.stride()) * 2 % 128 == 0
 
 
 def test_wide_strides_only_where_offsets_reach_2_31():

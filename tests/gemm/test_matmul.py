@@ -302,15 +302,16 @@ def test_unaligned_rows_are_copied_and_the_result_is_right(dtype, mode):
 @gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["auto", "persistent"])
-def test_rows_off_sectors_are_copied_in_big_products(mode):
-    # K = 1000: rows of A and B (K-major) 2000 bytes long, 16 bytes into a sector; the product does
-    # 3072 multiply-adds per element of A and B, so both are copied; C is a view of a wider, poisoned
-    # matrix whose rows start every 128 bytes, not copied
-    M, N, K = 6144, 6144, 1000
+@pytest.mark.parametrize("shape", [(6144, 6144, 1000), (2560, 10240, 1000)], ids=lambda s: "x".join(map(str, s)))
+def test_rows_off_sectors_are_copied_in_big_products(mode, shape):
+    # K = 1000: rows of A and B (K-major) 2000 bytes long, 16 bytes into a sector; B is copied (M is at least
+    # MACS_PER_REALIGNED_ELEMENT), A too where N is REALIGNED_A_FACTOR times that, in 16-byte words; C is a
+    # view of a wider, poisoned matrix whose rows start every 128 bytes, not copied
+    M, N, K = shape
     big = poisoned((M, N + 64), torch.bfloat16, DEVICE)
     out = big[:, :N]
     a, b, bias = randn(M, K, dtype=torch.bfloat16), randn(N, K, dtype=torch.bfloat16).T, randn(N)
-    assert gemm.aligned_copies_for(a, b, out) == (True, True, False)
+    assert gemm.aligned_copies_for(a, b, out) == (N >= 10240, True, False)
     matmul(a, b, bias=bias, mode=mode, out=out)
     check(f"rows off sectors {M}x{N}x{K} {mode}", out, reference(a, b, bias))
     assert torch.isnan(big[:, N:]).all(), "columns past the output view were overwritten"
