@@ -388,11 +388,12 @@ def hopper_table(rows: list[dict]) -> str:
     names = list(rows[0]["tflops"])
     widths = [max(9, len(n)) for n in names]
     torch_names = [n for n in ("flash", "efficient", "cuDNN") if n in names]
-    def span(title, group):  # a dashed title over the columns of ``group``
-        return f"{title:-^{sum(w + 1 for n, w in zip(names, widths) if n in group) - 1}s}"
+    def span(title, group):  # a dashed title over the columns of ``group`` (blank where it has none)
+        width = sum(w + 1 for n, w in zip(names, widths) if n in group) - 1
+        return f"{title:-^{width}s}" if width >= len(title) else " " * max(width, 0)
 
     gluon_names = [n for n in names if n not in torch_names and n not in ("Triton", "course")]
-    triton_gap = " " * widths[names.index("Triton")]
+    triton_gap = " " * (widths[names.index("Triton")] if "Triton" in names else 0)
     head = f"{'':18s} {span(' torch ', torch_names)} {triton_gap} {span(' Gluon ', gluon_names)}"
     lines = [head, f"{'d':>4s} {'causal':>6s} {'seq':>6s} " + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths))
              + "   course / best torch"]
