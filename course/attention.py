@@ -148,7 +148,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     ``scaled_dot_product_attention`` (whose ``enable_gqa=True`` this matches). ``step``: the
     ``@triton.jit`` online-softmax update (default :func:`softmax_step`). ``config``: override
     :func:`config_for`. ``kernel``: "auto" (the Gluon kernel where ``attention_gluon.plan`` takes
-    it: an sm_90 GPU, 16-bit inputs, head dim 128 or 64 from 8k keys, 128 query rows or more, no
+    it: an sm_90 GPU, 16-bit inputs, head dim 128 or 64 from 2k keys, 128 query rows or more, no
     ``step`` or ``config``), "triton" or "gluon" (which raises where it cannot run, saying why). Forward only: for gradients,
     :func:`course.attention_backward.attention`.
 
@@ -388,6 +388,7 @@ def hopper_table(rows: list[dict]) -> str:
     names = list(rows[0]["tflops"])
     widths = [max(9, len(n)) for n in names]
     torch_names = [n for n in ("flash", "efficient", "cuDNN") if n in names]
+
     def span(title, group):  # a dashed title over the columns of ``group`` (blank where it has none)
         width = sum(w + 1 for n, w in zip(names, widths) if n in group) - 1
         return f"{title:-^{width}s}" if width >= len(title) else " " * max(width, 0)

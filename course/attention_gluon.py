@@ -327,10 +327,11 @@ def forward(q, k, v, out, lse, causal: bool, scale: float, *, shape: tuple | Non
     B, H, S_Q, D = q.shape
     wgs, stages = shape or SHAPES[D]
     rows = 64 * wgs
-    num_tiles = -(-S_Q // rows) * B * H
+    num_m = -(-S_Q // rows)  # tiles per head
+    num_tiles = num_m * B * H
     programs = min(num_tiles, hardware.device_sms(q.device.index))
     if persistent is None:
-        persistent = not causal or deal_balance(-(-S_Q // rows), B * H, k.shape[2], rows, programs) <= BALANCED
+        persistent = not causal or deal_balance(num_m, B * H, k.shape[2], rows, programs) <= BALANCED
     attention_kernel[(programs if persistent else num_tiles,)](
         _descriptor(q, 64), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N), _descriptor(out, 64),
         lse if lse is not None else out, scale * math.log2(math.e), H, H // k.shape[1], S_Q, k.shape[2], num_tiles,
