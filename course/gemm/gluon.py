@@ -13,6 +13,10 @@ lets a kernel give each *warpgroup* its own accumulator, so a 192-row tile is th
   once the wgmma that read it has finished), so the loads of the next tile run during an epilogue;
 * the kernel is persistent (one program per SM, tiles in grouped order).
 
+On Triton 3.9 it also runs on pairs of CTAs (``ctas=2``): a program is a cluster of two SMs with a tile
+each, one above the other, and each K-step's tile of B is loaded once and multicast into both.
+``mode="auto"`` does not use it: it is no faster (notes, "Pairs of CTAs").
+
 Columns that are no power of two are two accumulators side by side (a tensor's sides must be
 powers of two; wgmma takes any multiple of 8), each fed by its own B descriptor: the 128 x 144
 tile is two warpgroups of 64 x 128 + 64 x 16 (6 stages), the 128 x 320 tile two of 64 x 256 +
@@ -44,6 +48,10 @@ try:  # Gluon is experimental: absent from older Triton, and its API may move in
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                   warpgroup_mma, warpgroup_mma_wait)
+    try:  # clusters of CTAs (Triton 3.9; 3.6 has no multicast copy)
+        from triton.experimental.gluon.language.nvidia.hopper import cluster
+    except ImportError:  # pragma: no cover - depends on the installed Triton
+        cluster = None
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     # The TMA copies are async_copy_global_to_shared / async_copy_shared_to_global in Triton 3.6;
     # later releases rename them async_load / async_store and make the old names raise.
@@ -109,35 +117,46 @@ if gluon is not None:
 
     @gluon.jit
     def _store_columns(out, c_desc, c_s, off_r, off_q, SWAP: gl.constexpr):
-        """A warpgroup's 64 x 128 or 64 x 256 result as 64 x 64 pieces (halves, then quarters)."""
-        EPI: gl.constexpr = c_s.type.shape[1]
+        """A warpgroup's 64 x 128 or 64 x 256 result (per CTA) as 64 x 64 pieces (halves, then quarters)."""
+        ROWS: gl.constexpr = out.shape[0]  # 64, or 128 for a pair of CTAs (64 each)
+        EPI: gl.constexpr = c_s.type.shape[0] if SWAP else c_s.type.shape[1]
         HALF: gl.constexpr = out.shape[1] // 2
-        halves = out.reshape(64, 2, HALF).permute(0, 2, 1).split()
+        halves = out.reshape(ROWS, 2, HALF).permute(0, 2, 1).split()
         for h in gl.static_range(2):
             if HALF > EPI:
-                quarters = halves[h].reshape(64, 2, EPI).permute(0, 2, 1).split()
+                quarters = halves[h].reshape(ROWS, 2, EPI).permute(0, 2, 1).split()
                 for q in gl.static_range(2):
                     _store_piece(quarters[q], c_desc, c_s, off_r, off_q + h * HALF + q * EPI, SWAP)
             else:
                 _store_piece(halves[h], c_desc, c_s, off_r, off_q + h * HALF, SWAP)
 
     @gluon.jit
-    def consumer(x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, WG: gl.constexpr,
-                  WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
-                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr):
+    def consumer(x_s, y_s, y2_s, ready, empty, y_free, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K,
+                  WG: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
+                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  CTAS: gl.constexpr):
         """Warpgroup WG: rows 64*WG .. 64*WG+63 of every tile of this program, start to store.
-        With EXTRA columns, a second, EXTRA-wide accumulator takes the tile's last columns."""
+        With EXTRA columns, a second, EXTRA-wide accumulator takes the tile's last columns. With a pair
+        of CTAS, the program's tile is two CTAs' tiles stacked: warpgroup WG of CTA r takes rows
+        128*WG + 64*r .. + 63 (its shared memory and accumulator hold only those)."""
         BK: gl.constexpr = x_s.type.shape[2]
         BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
+        ROWS: gl.constexpr = 64 * CTAS  # a warpgroup's rows, over the CTAs of the program
         pid = gl.program_id(0)
-        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
-        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                             instr_shape=[16, BQ, 16])
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, ROWS * WGS, BQ + EXTRA, BK, NUM_SMS)
         BQ2: gl.constexpr = EXTRA if EXTRA > 0 else 16  # (a placeholder without EXTRA columns)
-        acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                              instr_shape=[16, BQ2, 16])
-        acc = gl.zeros([64, BQ], gl.float32, acc_layout)
-        acc2 = gl.zeros([64, BQ2], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
+        if CTAS == 1:
+            acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                 instr_shape=[16, BQ, 16])
+            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                  instr_shape=[16, BQ2, 16])
+        else:  # the rows split between the CTAs, as the A tiles in shared memory are
+            acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                 instr_shape=[16, BQ, 16], cga_layout=[[1, 0]])
+            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                  instr_shape=[16, BQ2, 16], cga_layout=[[1, 0]])
+        acc = gl.zeros([ROWS, BQ], gl.float32, acc_layout)
+        acc2 = gl.zeros([ROWS, BQ2], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
         MMAS: gl.constexpr = 2 if EXTRA > 0 else 1  # wgmma groups per K-step
         my_c_s = c_s.index(WG)
         step = 0  # K-steps done by this program so far: the ring slot and its phase
@@ -154,12 +173,16 @@ if gluon is not None:
                 # one K-step in flight: the previous one is done, so its slot can be refilled
                 acc, acc2 = warpgroup_mma_wait(num_outstanding=MMAS, deps=(acc, acc2))
                 mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
+                if CTAS > 1:  # and to the CTA that multicasts B: this CTA is done with its copy
+                    mbarrier.arrive(y_free.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
                 step += 1
             acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc2))
             mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1)
+            if CTAS > 1:
+                mbarrier.arrive(y_free.index((step + STAGES - 1) % STAGES), count=1)
 
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
-            off_r = pid_r * (64 * WGS) + 64 * WG
+            off_r = pid_r * (ROWS * WGS) + ROWS * WG
             off_q = pid_q * (BQ + EXTRA)
             out = acc
             if HAS_BIAS:
@@ -172,60 +195,113 @@ if gluon is not None:
                 _store_piece(out2.to(c_desc.dtype), c2_desc, c2_s.index(WG), off_r, off_q + BQ, SWAP)
         tma.store_wait(pendings=0)
 
+    if cluster is not None:  # Triton 3.9: the calls of a pair of CTAs (kept out of the kernels' text for 3.6)
+
+        @gluon.jit
+        def _pair_barriers(STAGES: gl.constexpr):
+            """``ready`` and ``empty``, one of each per CTA and stage, and ``y_free``, one per pair of CTAs
+            and stage (it lives in the first CTA, which alone waits on it)."""
+            return (mbarrier.allocate_mbarrier(batch=STAGES), mbarrier.allocate_mbarrier(batch=STAGES),
+                    mbarrier.allocate_mbarrier(batch=STAGES, two_ctas=True))
+
+        @gluon.jit
+        def _multicast_load(desc, coord, bar, dest):
+            tma.async_load(desc, coord, bar, dest, multicast=True)
+
+        @gluon.jit
+        def _pair_sync():
+            cluster.barrier()
+
+    else:  # pragma: no cover - depends on the installed Triton
+
+        @gluon.jit
+        def _pair_barriers(STAGES: gl.constexpr):
+            gl.static_assert(False, "pairs of CTAs need Triton 3.9's Gluon")
+
+        @gluon.jit
+        def _multicast_load(desc, coord, bar, dest):
+            gl.static_assert(False, "pairs of CTAs need Triton 3.9's Gluon")
+
+        @gluon.jit
+        def _pair_sync():
+            gl.static_assert(False, "pairs of CTAs need Triton 3.9's Gluon")
+
     @gluon.jit
-    def producer(x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K,
+    def _load_y(desc, coord, bar, dest, CTAS: gl.constexpr):
+        """B's tile of a K-step into ``dest``; with a pair of CTAS, one copy multicast into both."""
+        if CTAS > 1:
+            _multicast_load(desc, coord, bar, dest)
+        else:
+            _tma_load(desc, coord, bar, dest)
+
+    @gluon.jit
+    def producer(x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, y_free, R, Q, K,
                   WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
-                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr):
-        """One warp: TMA loads of every K-step of every tile of this program, as slots free up."""
+                  STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, CTAS: gl.constexpr):
+        """One warp: TMA loads of every K-step of every tile of this program, as slots free up. With a
+        pair of CTAS, each loads its own A rows and the first multicasts B into both, once both
+        have freed the slot (``y_free``: a barrier of the pair, waited on by the first CTA only)."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BQ: gl.constexpr = y_desc.block_type.shape[0] if Y_KMAJOR else y_desc.block_type.shape[1]
-        nbytes: gl.constexpr = (WGS * x_desc.block_type.nbytes + y_desc.block_type.nbytes
-                                + (y2_desc.block_type.nbytes if EXTRA > 0 else 0))
+        ROWS: gl.constexpr = x_desc.block_type.shape[0]  # a warpgroup's rows, over the CTAs
+        nbytes: gl.constexpr = (WGS * x_desc.block_type.nbytes // CTAS + y_desc.block_type.nbytes
+                                + (y2_desc.block_type.nbytes if EXTRA > 0 else 0))  # arriving in each CTA
         pid = gl.program_id(0)
-        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, 64 * WGS, BQ + EXTRA, BK, NUM_SMS)
+        row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, ROWS * WGS, BQ + EXTRA, BK, NUM_SMS)
         step = 0
         for t in range(my_tiles):
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
-            off_r = pid_r * (64 * WGS)
+            off_r = pid_r * (ROWS * WGS)
             off_q = pid_q * (BQ + EXTRA)
             for kk in range(num_k):
                 s = step % STAGES
                 mbarrier.wait(empty.index(s), ((step // STAGES) & 1) ^ 1)  # first pass: free
+                if CTAS > 1:
+                    mbarrier.wait(y_free.index(s), ((step // STAGES) & 1) ^ 1)
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
                 k = kk * BK
                 for w in gl.static_range(WGS):  # the A rows of each warpgroup
-                    _tma_load(x_desc, [off_r + 64 * w, k], bar, x_s.index(s * WGS + w))
+                    _tma_load(x_desc, [off_r + ROWS * w, k], bar, x_s.index(s * WGS + w))
                 if Y_KMAJOR:
-                    _tma_load(y_desc, [off_q, k], bar, y_s.index(s))
+                    _load_y(y_desc, [off_q, k], bar, y_s.index(s), CTAS)
                     if EXTRA > 0:
-                        _tma_load(y2_desc, [off_q + BQ, k], bar, y2_s.index(s))
+                        _load_y(y2_desc, [off_q + BQ, k], bar, y2_s.index(s), CTAS)
                 else:
-                    _tma_load(y_desc, [k, off_q], bar, y_s.index(s))
+                    _load_y(y_desc, [k, off_q], bar, y_s.index(s), CTAS)
                     if EXTRA > 0:
-                        _tma_load(y2_desc, [k, off_q + BQ], bar, y2_s.index(s))
+                        _load_y(y2_desc, [k, off_q + BQ], bar, y2_s.index(s), CTAS)
                 step += 1
 
     @gluon.jit
     def wide_kernel(x_desc, y_desc, y2_desc, c_desc, c2_desc, bias_ptr, R, Q, K, NUM_SMS: gl.constexpr,
                      GROUP: gl.constexpr, STAGES: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr,
                      Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
-                     CONSUMER_REGS: gl.constexpr):
+                     CONSUMER_REGS: gl.constexpr, CTAS: gl.constexpr):
         """out[R x Q] = X[R x K] @ Y (Y: [Q x K] when Y_KMAJOR, else [K x Q]); C is out, or out^T (SWAP).
         Tiles of 64*WGS rows and the columns of y_desc's block (128 or 256), plus EXTRA (16 or 64) columns
-        through y2_desc and c2_desc (placeholders without them)."""
+        through y2_desc and c2_desc (placeholders without them). CTAS = 2: a program is a cluster of two
+        CTAs with a tile each, one above the other, that share B's tiles (one TMA copy multicast into
+        both); the descriptors' blocks are then the pair's (x: 128 rows, 64 in each CTA)."""
         BK: gl.constexpr = x_desc.block_type.shape[1]
+        ROWS: gl.constexpr = x_desc.block_type.shape[0]  # 64 per CTA
         # the A rows of a stage: WGS blocks of 64 (shapes are powers of two, so no 192 x 64 block)
-        x_s = gl.allocate_shared_memory(x_desc.dtype, [STAGES * WGS, 64, BK], x_desc.layout)
+        x_s = gl.allocate_shared_memory(x_desc.dtype, [STAGES * WGS, ROWS, BK], x_desc.layout)
         y_s = gl.allocate_shared_memory(y_desc.dtype, [STAGES] + y_desc.block_type.shape, y_desc.layout)
         y2_s = y_s  # a placeholder without EXTRA columns
         if EXTRA > 0:
             y2_s = gl.allocate_shared_memory(y2_desc.dtype, [STAGES] + y2_desc.block_type.shape, y2_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        if CTAS == 1:
+            ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+            empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+            y_free = empty  # a placeholder: B is this CTA's alone
+        else:  # y_free: WGS arrivals from each CTA
+            ready, empty, y_free = _pair_barriers(STAGES)
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)  # the producer's expect + the TMA bytes
             mbarrier.init(empty.index(i), count=WGS)  # one arrival per consumer warpgroup
+            if CTAS > 1:
+                mbarrier.init(y_free.index(i), count=WGS)
         # a staging buffer per warpgroup for its output pieces (and one for the EXTRA columns)
         c_s = gl.allocate_shared_memory(c_desc.dtype, [WGS] + c_desc.block_type.shape, c_desc.layout)
         c2_s = c_s
@@ -234,11 +310,14 @@ if gluon is not None:
         # partitions: a consumer per warpgroup (the first is the default partition), then the producer.
         # One comprehension: joining tuples with + would turn the constexprs in them into plain ints
         gl.warp_specialize(
-            [(producer, (x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, R, Q, K, WGS, EXTRA, NUM_SMS, GROUP,
-                          STAGES, Y_KMAJOR)) if p == WGS else
-             (consumer, (x_s, y_s, y2_s, ready, empty, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, p, WGS, EXTRA,
-                          NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS)) for p in (0, 1, 2, 3)[:WGS + 1]],
+            [(producer, (x_desc, y_desc, y2_desc, x_s, y_s, y2_s, ready, empty, y_free, R, Q, K, WGS, EXTRA, NUM_SMS,
+                          GROUP, STAGES, Y_KMAJOR, CTAS)) if p == WGS else
+             (consumer, (x_s, y_s, y2_s, ready, empty, y_free, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K, p, WGS,
+                          EXTRA, NUM_SMS, GROUP, STAGES, Y_KMAJOR, SWAP, HAS_BIAS, CTAS))
+             for p in (0, 1, 2, 3)[:WGS + 1]],
             [4] * (WGS - 1) + [1], [CONSUMER_REGS] * (WGS - 1) + [40])  # warps, registers per thread
+        if CTAS > 1:  # neither CTA leaves while the other may still arrive on its barriers or copy into it
+            _pair_sync()
 
 
 def _columns(tile: tuple) -> tuple:
@@ -253,19 +332,24 @@ def _consumer_registers(tile: tuple) -> int:
     return 152 if tile[1] <= 144 else 232
 
 
-def launch_shapes(tile: tuple, swap: bool, y_kmajor: bool) -> tuple:
-    """``(blocks, constexprs)`` of a ``wide_kernel`` launch with ``tile`` tiles: the block of each
-    tensor descriptor (x, y, y2, c, c2; without extra columns y2 and c2 repeat y and c) and the
-    kernel's tile constants. :func:`matmul_wide` launches with them, and the compile check in
-    ``tests/`` builds the same kernel from them."""
+def launch_shapes(tile: tuple, swap: bool, y_kmajor: bool, ctas: int = 1) -> tuple:
+    """``(blocks, constexprs)`` of a ``wide_kernel`` launch with ``tile`` tiles on programs of ``ctas``
+    CTAs: the block of each tensor descriptor (x, y, y2, c, c2; without extra columns y2 and c2 repeat y
+    and c), each with how it is spread over the CTAs (``cga``: None for one CTA) and the kernel's tile
+    constants. :func:`matmul_wide` launches with them, and the compile check in ``tests/`` builds the
+    same kernel from them."""
     block_q, extra = _columns(tile)
+    rows = 64 * ctas  # a warpgroup's rows over the program: split by rows between the CTAs
+    split, shared = ([[0, 1]] if swap else [[1, 0]], [[0, 0]]) if ctas > 1 else (None, None)
     y_block = [block_q, BLOCK_K] if y_kmajor else [BLOCK_K, block_q]
-    blocks = {"x": [64, BLOCK_K], "y": y_block, "y2": y_block, "c": [EPI, EPI], "c2": [EPI, EPI]}
+    piece = [EPI, rows] if swap else [rows, EPI]
+    blocks = {"x": ([rows, BLOCK_K], None if ctas == 1 else [[1, 0]]), "y": (y_block, shared),
+              "y2": (y_block, shared), "c": (piece, split), "c2": (piece, split)}
     if extra:
-        blocks["y2"] = [extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra]
-        blocks["c2"] = [extra, EPI] if swap else [EPI, extra]
+        blocks["y2"] = ([extra, BLOCK_K] if y_kmajor else [BLOCK_K, extra], shared)
+        blocks["c2"] = ([extra, rows] if swap else [rows, extra], split)
     constexprs = dict(STAGES=TILES[tile], WGS=tile[0] // 64, EXTRA=extra, Y_KMAJOR=y_kmajor, SWAP=swap,
-                      CONSUMER_REGS=_consumer_registers(tile))
+                      CONSUMER_REGS=_consumer_registers(tile), CTAS=ctas)
     return blocks, constexprs
 
 
@@ -341,9 +425,17 @@ def unsupported(a, b, c, swap: bool) -> str | None:
     return None
 
 
+def shared_layout(block: list, cga, bf16: bool):
+    """The shared-memory layout of a descriptor's ``block`` spread over CTAs as ``cga`` says (None: one CTA)."""
+    return _shared_layout(tuple(block), None if cga is None else tuple(map(tuple, cga)), bf16)
+
+
 @functools.lru_cache(maxsize=None)
-def _shared_layout(block: tuple, bf16: bool):
-    return gl.NVMMASharedLayout.get_default_for(list(block), gl.bfloat16 if bf16 else gl.float16)
+def _shared_layout(block: tuple, cga, bf16: bool):
+    dtype = gl.bfloat16 if bf16 else gl.float16
+    if cga is None:
+        return gl.NVMMASharedLayout.get_default_for(list(block), dtype)
+    return gl.NVMMASharedLayout.get_default_for(list(block), dtype, cga_layout=[list(v) for v in cga])
 
 
 def _descriptor(t: torch.Tensor, block: list, layout) -> "TensorDescriptor":
@@ -351,14 +443,23 @@ def _descriptor(t: torch.Tensor, block: list, layout) -> "TensorDescriptor":
 
 
 def matmul_wide(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, swap: bool,
-                num_sms: int, group: int | None = None, tile: tuple = WIDE) -> torch.Tensor:
+                num_sms: int, group: int | None = None, tile: tuple = WIDE, ctas: int = 1) -> torch.Tensor:
     """``c = a @ b (+ bias)`` with ``tile`` (a key of ``TILES``) tiles, their rows along N when
     ``swap``, in grouped order of ``group`` row tiles (default: :func:`group_for`'s); inputs already
-    checked (see :func:`unsupported`)."""
-    return wide_launch(a, b, c, bias, swap, num_sms, group, tile)(a, b, c, bias)
+    checked (see :func:`unsupported`). ``ctas=2``: in clusters of two SMs whose tiles, one above the
+    other, share each K-step's tile of B, loaded once and multicast into both (Triton 3.9 and later:
+    :func:`clusters_here`)."""
+    return wide_launch(a, b, c, bias, swap, num_sms, group, tile, ctas)(a, b, c, bias)
 
 
-def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = None, tile: tuple = WIDE):
+def clusters_here() -> bool:
+    """Whether this Triton's Gluon can run ``wide_kernel`` on pairs of CTAs (TMA multicast, CTA clusters)."""
+    return gluon is not None and cluster is not None and hasattr(tma, "async_load") and hasattr(
+        mbarrier, "allocate_mbarrier")
+
+
+def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = None, tile: tuple = WIDE,
+                ctas: int = 1):
     """``launch(a, b, c, bias)``, which runs :func:`matmul_wide` for operands laid out as these (the
     same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
     (``course.gemm.launcher``); after that launch, ``launch.addressed(pa, pb, pc, a, b, c, bias)`` is
@@ -367,13 +468,18 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = Non
     N = b.shape[1]
     y_kmajor = swap or tma_layout(b) == "columns"  # swap: Y = A (M x K), a K-major operand
     R, Q = (N, M) if swap else (M, N)
+    programs = num_sms // ctas  # one program per SM, or per pair of SMs
+    program_tile = (tile[0] * ctas, tile[1])
     if group is None:
-        group = group_for(R, Q, tile, num_sms)
-    blocks, constexprs = launch_shapes(tile, swap, y_kmajor)
-    blocks = {name: (block, _shared_layout(tuple(block), a.dtype == torch.bfloat16)) for name, block in blocks.items()}
+        group = group_for(R, Q, program_tile, programs)
+    blocks, constexprs = launch_shapes(tile, swap, y_kmajor, ctas)
+    blocks = {name: (block, shared_layout(block, cga, a.dtype == torch.bfloat16))
+              for name, (block, cga) in blocks.items()}
     extra = constexprs["EXTRA"]
-    bound = BoundLaunch(wide_kernel, (min(num_sms, tiles(M, N, swap, tile)),),
-                        dict(NUM_SMS=num_sms, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs))
+    options = dict(NUM_SMS=programs, GROUP=group, HAS_BIAS=bias is not None, num_warps=4, **constexprs)
+    if ctas > 1:
+        options["num_ctas"] = ctas
+    bound = BoundLaunch(wide_kernel, (min(programs, tiles(M, N, swap, program_tile)),), options)
 
     def operands(a, b):
         if swap:  # X = B^T (N x K, row-major), Y = A

@@ -22,30 +22,37 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402  (pr
 from course.gemm import gluon as gluon_gemm  # noqa: E402
 
 gl = gluon_gemm.gl
-VARIANTS = [  # (name, tile, swap, b K-major, bias, dtype): both tiles, orientations and B layouts
-    ("192x128 rows_along_M bf16 B row-major + bias", (192, 128), False, False, True, "bf16"),
-    ("192x128 rows_along_N fp16 B K-major", (192, 128), True, True, False, "fp16"),
-    ("128x144 rows_along_M fp16 B row-major", (128, 144), False, False, False, "fp16"),
-    ("128x144 rows_along_N bf16 B K-major + bias", (128, 144), True, True, True, "bf16"),
-    ("128x320 rows_along_M bf16 B K-major + bias", (128, 320), False, True, True, "bf16"),
-    ("128x320 rows_along_N fp16 B K-major", (128, 320), True, True, False, "fp16"),
+VARIANTS = [  # (name, tile, swap, b K-major, bias, dtype, CTAs): both tiles, orientations and B layouts
+    ("192x128 rows_along_M bf16 B row-major + bias", (192, 128), False, False, True, "bf16", 1),
+    ("192x128 rows_along_N fp16 B K-major", (192, 128), True, True, False, "fp16", 1),
+    ("128x144 rows_along_M fp16 B row-major", (128, 144), False, False, False, "fp16", 1),
+    ("128x144 rows_along_N bf16 B K-major + bias", (128, 144), True, True, True, "bf16", 1),
+    ("128x320 rows_along_M bf16 B K-major + bias", (128, 320), False, True, True, "bf16", 1),
+    ("128x320 rows_along_N fp16 B K-major", (128, 320), True, True, False, "fp16", 1),
 ]
+if gluon_gemm.clusters_here():  # pairs of CTAs sharing B's tiles (Triton 3.9)
+    VARIANTS += [
+        ("pair 128x144 rows_along_M bf16 B K-major + bias", (128, 144), False, True, True, "bf16", 2),
+        ("pair 128x144 rows_along_N bf16 B K-major", (128, 144), True, True, False, "bf16", 2),
+        ("pair 128x320 rows_along_M fp16 B row-major", (128, 320), False, False, False, "fp16", 2),
+        ("pair 192x128 rows_along_M bf16 B row-major + bias", (192, 128), False, False, True, "bf16", 2),
+    ]
 
 
-def descriptor(block, dtype):
-    layout = gl.NVMMASharedLayout.get_default_for(block, {"bf16": gl.bfloat16, "fp16": gl.float16}[dtype])
+def descriptor(block, cga, dtype):
+    layout = gluon_gemm.shared_layout(block, cga, dtype == "bf16")
     return f"tensordesc<{dtype}{block},{layout!r}>"
 
 
-def compile_variant(tile, swap, y_kmajor, has_bias, dtype):
-    blocks, constexprs = gluon_gemm.launch_shapes(tile, swap, y_kmajor)  # as matmul_wide launches it
-    signature = {f"{name}_desc": descriptor(block, dtype) for name, block in blocks.items()}
+def compile_variant(tile, swap, y_kmajor, has_bias, dtype, ctas):
+    blocks, constexprs = gluon_gemm.launch_shapes(tile, swap, y_kmajor, ctas)  # as matmul_wide launches it
+    signature = {f"{name}_desc": descriptor(block, cga, dtype) for name, (block, cga) in blocks.items()}
     signature.update({"bias_ptr": "*fp32", "R": "i32", "Q": "i32", "K": "i32"})
-    constants = {"NUM_SMS": 132, "GROUP": 8, "HAS_BIAS": has_bias, **constexprs}
+    constants = {"NUM_SMS": 132 // ctas, "GROUP": 8, "HAS_BIAS": has_bias, **constexprs}
     signature.update({name: "constexpr" for name in constants})
     source = GluonASTSource(fn=gluon_gemm.wide_kernel, signature=signature, constexprs=constants,
                             attrs={(5,): [["tt.divisibility", 16]]})  # bias_ptr 16-byte aligned, as torch gives
-    return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    return triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_ctas": ctas})
 
 
 if __name__ == "__main__":
@@ -54,4 +61,4 @@ if __name__ == "__main__":
         ptx = kernel.asm["ptx"]
         print(f"{name}: {kernel.metadata.shared} B shared, {ptx.count('wgmma.mma_async')} wgmma, "
               f"{ptx.count('cp.async.bulk.tensor')} TMA copies, cubin {len(kernel.asm['cubin'])} B, "
-              f"{kernel.metadata.num_warps} warps")
+              f"{kernel.metadata.num_warps} warps, {kernel.metadata.num_ctas} CTAs")

@@ -39,9 +39,11 @@ def test_gluon_kernel_compiles_for_hopper_without_a_gpu():
     script = Path(__file__).with_name("gluon_compile_check.py")
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{script.name} failed:\n{run.stderr[-3000:]}"
-    built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B", run.stdout)
-    assert len(built) == 2 * len(gluon_gemm.TILES), run.stdout  # every tile shape, both orientations
-    for shared, wgmmas, copies, cubin in built:  # the ring of stages fits Hopper's 227 KB
+    built = re.findall(r"(\d+) B shared, (\d+) wgmma, (\d+) TMA copies, cubin (\d+) B, \d+ warps, (\d) CTAs", run.stdout)
+    pairs = 4 if gluon_gemm.clusters_here() else 0  # on Triton 3.9, four variants on pairs of CTAs too
+    assert len(built) == 2 * len(gluon_gemm.TILES) + pairs, run.stdout  # every tile shape, both orientations
+    assert [ctas for *_, ctas in built].count("2") == pairs, run.stdout
+    for shared, wgmmas, copies, cubin, _ in built:  # the ring of stages fits Hopper's 227 KB
         assert 200_000 < int(shared) <= 227 * 1024 and int(wgmmas) and int(copies) and int(cubin), run.stdout
 
 
@@ -81,6 +83,25 @@ def test_gluon_kernel_matches_float64(tile, shape, swap, b_layout, dtype):
     bias = randn(N, dtype=torch.float32)
     gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm_config.sm_count(), tile=tile)
     check(f"gluon {tile} {M}x{N}x{K} swap={swap} B {b_layout} + bias", out, reference(a, b, bias))
+
+
+@needs_gluon
+@pytest.mark.gpu
+@pytest.mark.skipif(not gluon_gemm.clusters_here(), reason="pairs of CTAs need Triton 3.9's Gluon")
+@pytest.mark.parametrize("swap, b_layout", [(False, "kmajor"), (False, "row"), (True, "kmajor")],
+                         ids=["rows_along_M-kmajor", "rows_along_M-row", "rows_along_N-kmajor"])
+@pytest.mark.parametrize("shape", [(601, 1000, 40), (1000, 4544, 1000), (1, 8, 8)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("tile", list(gluon_gemm.TILES), ids=lambda t: "x".join(map(str, t)))
+def test_gluon_kernel_on_pairs_of_ctas_matches_float64(tile, shape, swap, b_layout):
+    # ctas=2: two CTAs per program, one tile each, B's tiles multicast into both; an odd number of
+    # row tiles leaves the second CTA of the last pair past M (its loads read zeros, its stores clip)
+    M, N, K = shape
+    a = randn(M, K, dtype=torch.bfloat16)
+    b = randn(N, K, dtype=torch.bfloat16).T if b_layout == "kmajor" else randn(K, N, dtype=torch.bfloat16)
+    out = poisoned((M, N), torch.bfloat16, DEVICE)
+    bias = randn(N, dtype=torch.float32) if M % 2 else None
+    gluon_gemm.matmul_wide(a, b, out, bias, swap, gemm_config.sm_count(), tile=tile, ctas=2)
+    check(f"gluon {tile} on pairs of CTAs {M}x{N}x{K} swap={swap} B {b_layout}", out, reference(a, b, bias))
 
 
 @needs_gluon
