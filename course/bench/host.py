@@ -64,6 +64,17 @@ def _in_turns(fns: dict, rounds: int, measure) -> dict:
     return {label: statistics.median(us) for label, us in times.items()}
 
 
+def _compiled_key() -> str:
+    """Build (once) and use the compiled layout key of ``course.gemm``'s routes; what the key is."""
+    from course.gemm import layout_key
+
+    try:
+        layout_key.use_built()
+        return "compiled (course.gemm.layout_key)"
+    except Exception as error:  # no compiler or ninja: the routes keep their Python key
+        return f"Python (the compiled one could not be built: {type(error).__name__})"
+
+
 def _synchronize(device):
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -92,13 +103,15 @@ def run_host(args):
     import course  # noqa: F401
     from course import hardware, records
 
+    key = _compiled_key()
+    print(f"layout key of the routes: {key}")
     rows = host_rows(HOST_SHAPES, torch.bfloat16)
     if not args.no_save:
         import triton  # host time depends on Triton's launcher: one record per minor version
 
         version = ".".join(triton.__version__.split(".")[:2])
         name = f"host_{hardware.machine().slug}_triton{version}"
-        print(f"saved {records.save(name, rows, dict(kind='host', calls=100, rounds=21))}")
+        print(f"saved {records.save(name, rows, dict(kind='host', calls=100, rounds=21, layout_key=key))}")
     print_host_table(rows)
     return rows
 

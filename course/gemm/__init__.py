@@ -25,7 +25,8 @@ decisions, launch); then
 * ``course.gemm.gluon``: the Hopper kernel in Gluon that ``mode="gluon"`` (and auto, where it pays) runs;
 * ``course.gemm.plans``: the launch itself (a plan cached per operand layout, Stream-K workspaces,
   the tail split's two launches, autotuning) and the routes that replay a call whose checks and
-  decisions hold: the production detail, a reader may skip it.
+  decisions hold: the production detail, a reader may skip it; ``course.gemm.layout_key``, the
+  routes' key compiled (once, by ``python -m course.gemm.layout_key``), is part of it.
 """
 
 import torch

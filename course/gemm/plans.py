@@ -4,7 +4,7 @@ A launch plan per operand layout (tiles, grid, constexprs, the bound kernel: ``_
 workspaces per stream (``workspace``), the tail split's two launches, autotuning, the Gluon kernel's
 choice for ``mode="auto"``, and the routes: a call whose tensors are laid out as an earlier call's
 (``call_key``) skips the checks and decisions and relaunches that call's plan (``again``), so a
-repeated call costs about as much host time as ``torch.matmul``'s (``notes/gemm-decisions.md``,
+repeated call costs less host time than ``torch.matmul``'s (``notes/gemm-decisions.md``,
 "Host time").
 """
 
@@ -16,6 +16,7 @@ import triton
 
 from course import runtime
 from course.gemm import gluon as gluon_gemm
+from course.gemm import layout_key as compiled_key
 from course.gemm.config import (Config, TailPlan, autotune_candidates, capability, choose_mode, gluon_here,
                                  gluon_tiles_for, heuristic_config, sm_count, streamk_programs_for, streamk_tiles_for,
                                  tail_plan_for)
@@ -328,9 +329,14 @@ def call_key(tensors, options) -> "tuple | None":
     its shape, strides, dtype, device, address modulo 32 (alignment) and the autograd and lazy
     negation flags, and whether grad mode is on (a tensor that requires grad is refused only in grad
     mode). None for arguments that are no tensors, are not strided (sparse or nested tensors have no
-    strides) or are not hashable: the checks say what is wrong with them."""
+    strides) or are not hashable: the checks say what is wrong with them. The tensors' part is read
+    by the compiled ``layout_key`` where it is built (``course.gemm.layout_key``), else in Python."""
     try:
         hash(options)  # a config given as a dict is not hashable; the tensors' part always is
+        compiled = compiled_key.layout_key
+        if compiled is not None:
+            layout = compiled(*tensors)
+            return None if layout is None else (layout, *options)
         # a list, not a generator, and the device's index, not the device: this runs on every call
         return (torch.is_grad_enabled(), *[None if t is None else (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 31,
                                           t.requires_grad, t.is_neg()) for t in tensors], *options)
