@@ -96,6 +96,7 @@ NO_TEST_FILE = {
     "gemm.kernel": "the Triton kernel: every test in tests/gemm/ runs it (test_matmul.py compiles it for sm_90 too)",
     "bench": "re-exports course.bench's modules",
     "bench.__main__": "the command line (python -m course.bench): argument parsing around run_gemm, run_copy, run_host",
+    "gemm.__main__": "the command line (python -m course.gemm) around layout_key.build, which test_layout_key.py tests",
     "bench.copy": "times copies and a matmul on a GPU; not tested",
     "exercises": "re-exports the checks of exercises.core and exercises.nb*: tested there (tests/exercises/)",
     "solutions": "the reference solutions: tests/exercises/ runs every check on its solution",

@@ -26,7 +26,7 @@ decisions, launch); then
 * ``course.gemm.plans``: the launch itself (a plan cached per operand layout, Stream-K workspaces,
   the tail split's two launches, autotuning) and the routes that replay a call whose checks and
   decisions hold: the production detail, a reader may skip it; ``course.gemm.layout_key``, the
-  routes' key compiled (once, by ``python -m course.gemm.layout_key``), is part of it.
+  routes' key compiled (once, by ``python -m course.gemm``), is part of it.
 """
 
 import torch

@@ -464,11 +464,13 @@ def wide_launch(a, b, c, bias, swap: bool, num_sms: int, group: int | None = Non
     same shapes, strides, dtypes and 16-byte alignment), the kernel bound at its first launch
     (``course.gemm.launcher``); after that launch, ``launch.addressed(pa, pb, pc, a, b, c, bias)`` is
     the same for a caller that has the addresses of a, b and c (a route of ``course.gemm.plans``)."""
+    if ctas not in (1, 2) or (ctas == 2 and not clusters_here()):
+        raise ValueError(f"ctas={ctas!r}: pass 1, or 2 for pairs of CTAs (Triton 3.9's Gluon)")
     M, K = a.shape
     N = b.shape[1]
     y_kmajor = swap or tma_layout(b) == "columns"  # swap: Y = A (M x K), a K-major operand
     R, Q = (N, M) if swap else (M, N)
-    programs = num_sms // ctas  # one program per SM, or per pair of SMs
+    programs = max(num_sms // ctas, 1)  # one program per SM, or per pair of SMs
     program_tile = (tile[0] * ctas, tile[1])
     if group is None:
         group = group_for(R, Q, program_tile, programs)

@@ -5,7 +5,7 @@ that layout costs about 2.5 us per call for three tensors; :file:`layout_key.cpp
 tensors' C++ objects in about 0.1 us. It is a C++ extension built with torch's compiler tools (a C++
 compiler and ninja, about 15 s, once per torch and Python version), so it is never built by an import:
 
-    python -m course.gemm.layout_key      # build it (``course.bench host`` does too)
+    python -m course.gemm                 # build it (``course.bench host`` does too)
 
 Later processes find it built and use it; where it is not built, or cannot be, the Python key does
 the same job a little slower. :func:`layout_key` is the compiled function, or None.
@@ -17,7 +17,9 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import platform
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -26,14 +28,20 @@ SOURCE = Path(__file__).with_name("layout_key.cpp")
 
 
 def _name() -> str:
-    """The module's name: the source's hash with torch's and Python's versions, which its binary depends on."""
-    tag = hashlib.sha256(SOURCE.read_bytes() + f"{torch.__version__} {sys.version}".encode()).hexdigest()[:12]
+    """The module's name: the source's hash with what its binary depends on (torch's build, Python, the CPU)."""
+    built_for = f"{torch.__version__} {torch.version.git_version} {sys.version} {platform.machine()}"
+    tag = hashlib.sha256(SOURCE.read_bytes() + built_for.encode()).hexdigest()[:12]
     return f"course_layout_key_{tag}"
 
 
 def build_directory() -> Path:
     """Where the extension is built: ``$COURSE_BUILD_DIR`` or ``~/.cache/course``, one folder per build."""
-    root = os.environ.get("COURSE_BUILD_DIR") or Path.home() / ".cache" / "course"
+    root = os.environ.get("COURSE_BUILD_DIR")
+    if not root:
+        try:
+            root = Path.home() / ".cache" / "course"
+        except RuntimeError:  # no home directory (a container's user without one)
+            root = Path(tempfile.gettempdir()) / "course-build"
     return Path(root) / _name()
 
 
@@ -73,16 +81,9 @@ def load_built():
     """The built extension's ``layout_key``, or None where it is not built (or fails to load)."""
     try:
         return _import(build_directory())
-    except (ImportError, OSError):  # built for another torch or Python, or a broken file: the Python key
+    except Exception:  # built for another torch or Python, a broken file, no home: the Python key
         return None
 
 
 layout_key = load_built()
 
-
-if __name__ == "__main__":
-    import time
-
-    start = time.perf_counter()
-    build()
-    print(f"course.gemm.layout_key: built in {build_directory()} ({time.perf_counter() - start:.0f} s)")

@@ -4,8 +4,8 @@ A launch plan per operand layout (tiles, grid, constexprs, the bound kernel: ``_
 workspaces per stream (``workspace``), the tail split's two launches, autotuning, the Gluon kernel's
 choice for ``mode="auto"``, and the routes: a call whose tensors are laid out as an earlier call's
 (``call_key``) skips the checks and decisions and relaunches that call's plan (``again``), so a
-repeated call costs less host time than ``torch.matmul``'s (``notes/gemm-decisions.md``,
-"Host time").
+repeated call costs about as much host time as ``torch.matmul``'s, less with the compiled layout key
+(``course.gemm.layout_key``) (``notes/gemm-decisions.md``, "Host time").
 """
 
 import dataclasses

@@ -1,5 +1,7 @@
 """course.gemm.layout_key, the compiled layout key of the routes: built once (a C++ compiler and
-ninja, ~15 s), it must tell apart exactly the calls the Python key tells apart."""
+ninja, ~15 s), it must tell apart the same calls as the Python key (it also tells a CPU tensor from a
+meta tensor, which the Python key does not; no route is recorded for either). The rest of the suite runs with whichever key the machine has:
+the compiled one once ``python -m course.gemm`` has built it."""
 
 import shutil
 
@@ -79,7 +81,7 @@ def test_the_compiled_key_tells_grad_mode_apart_and_refuses_what_is_no_strided_t
 
 @needs_compiler
 def test_a_built_key_is_found_by_a_later_import(compiled, build_root, tmp_path, monkeypatch):
-    # what `python -m course.gemm.layout_key` builds, a later import loads without building
+    # what `python -m course.gemm` builds, a later import loads without building
     monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
     assert compiled_key.load_built() is None  # nothing built there
     monkeypatch.setenv("COURSE_BUILD_DIR", str(build_root))
