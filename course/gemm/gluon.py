@@ -131,6 +131,14 @@ if gluon is not None:
                 _store_piece(halves[h], c_desc, c_s, off_r, off_q + h * HALF, SWAP)
 
     @gluon.jit
+    def _free_slot(empty, y_free, slot, pred, CTAS: gl.constexpr):
+        """This warpgroup is done with ring slot ``slot``: tell the producer, and with a pair of CTAS
+        also the CTA that multicasts B (this CTA's copy of B may be overwritten)."""
+        mbarrier.arrive(empty.index(slot), count=1, pred=pred)
+        if CTAS > 1:
+            mbarrier.arrive(y_free.index(slot), count=1, pred=pred)
+
+    @gluon.jit
     def consumer(x_s, y_s, y2_s, ready, empty, y_free, c_desc, c2_desc, c_s, c2_s, bias_ptr, R, Q, K,
                   WG: gl.constexpr, WGS: gl.constexpr, EXTRA: gl.constexpr, NUM_SMS: gl.constexpr, GROUP: gl.constexpr,
                   STAGES: gl.constexpr, Y_KMAJOR: gl.constexpr, SWAP: gl.constexpr, HAS_BIAS: gl.constexpr,
@@ -141,20 +149,17 @@ if gluon is not None:
         128*WG + 64*r .. + 63 (its shared memory and accumulator hold only those)."""
         BK: gl.constexpr = x_s.type.shape[2]
         BQ: gl.constexpr = y_s.type.shape[1] if Y_KMAJOR else y_s.type.shape[2]
-        ROWS: gl.constexpr = 64 * CTAS  # a warpgroup's rows, over the CTAs of the program
+        ROWS: gl.constexpr = x_s.type.shape[1]  # a warpgroup's rows, over the CTAs of the program
         pid = gl.program_id(0)
         row_tiles, col_tiles, num_k, my_tiles = _schedule(R, Q, K, ROWS * WGS, BQ + EXTRA, BK, NUM_SMS)
         BQ2: gl.constexpr = EXTRA if EXTRA > 0 else 16  # (a placeholder without EXTRA columns)
-        if CTAS == 1:
-            acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                 instr_shape=[16, BQ, 16])
-            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                  instr_shape=[16, BQ2, 16])
-        else:  # the rows split between the CTAs, as the A tiles in shared memory are
-            acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                 instr_shape=[16, BQ, 16], cga_layout=[[1, 0]])
-            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                  instr_shape=[16, BQ2, 16], cga_layout=[[1, 0]])
+        # a pair: the rows split between the CTAs, as A's are (Triton 3.6 takes the bases as a list, not a constexpr)
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BQ, 16],
+                                                             cga_layout=[] if CTAS == 1 else [[1, 0]])
+        acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                              instr_shape=[16, BQ2, 16],
+                                                              cga_layout=[] if CTAS == 1 else [[1, 0]])
         acc = gl.zeros([ROWS, BQ], gl.float32, acc_layout)
         acc2 = gl.zeros([ROWS, BQ2], gl.float32, acc2_layout)  # unused (and compiled away) without EXTRA
         MMAS: gl.constexpr = 2 if EXTRA > 0 else 1  # wgmma groups per K-step
@@ -172,14 +177,10 @@ if gluon is not None:
                     acc2 = warpgroup_mma(x, y2, acc2, use_acc=kk > 0, is_async=True)
                 # one K-step in flight: the previous one is done, so its slot can be refilled
                 acc, acc2 = warpgroup_mma_wait(num_outstanding=MMAS, deps=(acc, acc2))
-                mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
-                if CTAS > 1:  # and to the CTA that multicasts B: this CTA is done with its copy
-                    mbarrier.arrive(y_free.index((step + STAGES - 1) % STAGES), count=1, pred=kk > 0)
+                _free_slot(empty, y_free, (step + STAGES - 1) % STAGES, kk > 0, CTAS)
                 step += 1
             acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc2))
-            mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1)
-            if CTAS > 1:
-                mbarrier.arrive(y_free.index((step + STAGES - 1) % STAGES), count=1)
+            _free_slot(empty, y_free, (step + STAGES - 1) % STAGES, True, CTAS)
 
             pid_r, pid_q = _tile_coords(pid + t * NUM_SMS, row_tiles, col_tiles, GROUP)
             off_r = pid_r * (ROWS * WGS) + ROWS * WG
@@ -432,10 +433,8 @@ def shared_layout(block: list, cga, bf16: bool):
 
 @functools.lru_cache(maxsize=None)
 def _shared_layout(block: tuple, cga, bf16: bool):
-    dtype = gl.bfloat16 if bf16 else gl.float16
-    if cga is None:
-        return gl.NVMMASharedLayout.get_default_for(list(block), dtype)
-    return gl.NVMMASharedLayout.get_default_for(list(block), dtype, cga_layout=[list(v) for v in cga])
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl.bfloat16 if bf16 else gl.float16,
+                                                cga_layout=None if cga is None else [list(v) for v in cga])
 
 
 def _descriptor(t: torch.Tensor, block: list, layout) -> "TensorDescriptor":
