@@ -13,6 +13,7 @@ the same job a little slower. :func:`layout_key` is the compiled function, or No
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -27,6 +28,7 @@ import torch
 SOURCE = Path(__file__).with_name("layout_key.cpp")
 
 
+@functools.lru_cache(maxsize=1)
 def _name() -> str:
     """The module's name: the source's hash with what its binary depends on (torch's build, Python, the CPU)."""
     built_for = f"{torch.__version__} {torch.version.git_version} {sys.version} {platform.machine()}"
